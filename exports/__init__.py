@@ -1,0 +1,1 @@
+"""Writers: Excel workbooks, reports, plots."""

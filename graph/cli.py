@@ -1,0 +1,299 @@
+"""The ``flopsheet`` command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .audit import _plain, explain, render, show
+from .errors import FlopsheetError, UnknownNameError
+from .evaluate import Model
+from .fmt import table
+from .library import Library, load_library
+from .names import suggest
+from .scenario import bundled_templates, load_scenario, resolve
+from .units import dim_str
+from .yamlio import read_mapping
+from .sensitivity import Differentiator
+
+DEFAULT_SCENARIO = "gpt3-175b-sc21"
+
+#: Headline outputs (DESIGN.md), printed by `run` when a scenario names no `report:`.
+HEADLINE = ["step_time", "tokens_per_second", "mfu", "hfu", "model_tflops_per_gpu",
+            "memory_per_gpu", "fits_in_memory", "time_to_train", "ttft", "tpot", "die_yield",
+            "package_cost"]
+
+EXIT_BAD_INPUT = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "cmd", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return args.func(args) or 0
+    except FlopsheetError as e:
+        print(f"flopsheet: error: {e.render()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `flopsheet ... | head`
+        return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="flopsheet", description=(
+        "LLM training/inference performance and cost as an auditable calculation graph."))
+    p.add_argument("--version", action="version", version=f"flopsheet {__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    def common(sp, scenario=True):
+        sp.add_argument("--formulas", metavar="DIR",
+                        help="formula library folder (default: the bundled formulas)")
+        if scenario:
+            sp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                            help="override an input or node (repeatable; `80 GiB` units allowed; "
+                                 "a,b,c evaluates each)")
+            sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    r = sub.add_parser("run", help="evaluate a scenario and print its outputs")
+    r.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO,
+                   help=f"scenario name or file (default: {DEFAULT_SCENARIO})")
+    r.add_argument("--outputs", metavar="A,B", help="names to print (default: the scenario's "
+                   "report list, else the headline outputs)")
+    r.add_argument("--all", action="store_true", help="print every node")
+    common(r)
+    r.set_defaults(func=cmd_run)
+
+    e = sub.add_parser("explain", help="show how a value is computed, down to its inputs")
+    e.add_argument("name", help="node or input to explain")
+    e.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO)
+    e.add_argument("--depth", type=int, default=3, help="levels to expand (0: all; default 3)")
+    common(e)
+    e.set_defaults(func=cmd_explain)
+
+    s = sub.add_parser("sensitivity", help="elasticities of a node w.r.t. every input")
+    s.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO)
+    s.add_argument("--of", required=True, metavar="NODE", help="the output to differentiate")
+    s.add_argument("--top", type=int, default=15, help="rows to print (default 15; 0: all)")
+    common(s)
+    s.set_defaults(func=cmd_sensitivity)
+
+    c = sub.add_parser("check", help="lint the formula library and the bundled templates")
+    common(c, scenario=False)
+    c.set_defaults(func=cmd_check)
+
+    li = sub.add_parser("list", help="list inputs, nodes or templates")
+    li.add_argument("what", choices=["inputs", "nodes", "templates"])
+    common(li, scenario=False)
+    li.add_argument("--json", action="store_true", help="machine-readable output")
+    li.set_defaults(func=cmd_list)
+    return p
+
+
+# ----------------------------------------------------------------- helpers
+def _setup(args):
+    lib = load_library(args.formulas)
+    model = Model(lib)
+    sc = load_scenario(args.scenario, args.set)
+    values = resolve(sc, model)
+    return lib, model, sc, values
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=False, default=_plain))
+
+
+def _check_names(lib: Library, names: list[str], where: str) -> None:
+    for n in names:
+        if n not in lib:
+            raise UnknownNameError(f"{where} names unknown `{n}`" + suggest(n, lib.names()),
+                                   node=n)
+
+
+def _outputs(args, lib: Library, sc) -> list[str]:
+    if getattr(args, "all", False):
+        return list(lib.order)
+    if getattr(args, "outputs", None):
+        names = [n.strip() for n in args.outputs.split(",") if n.strip()]
+        _check_names(lib, names, "--outputs")
+        return names
+    if sc.report:
+        _check_names(lib, sc.report, f"{sc.path} report:")
+        return list(sc.report)
+    return [n for n in HEADLINE if n in lib]
+
+
+# ---------------------------------------------------------------- commands
+def cmd_run(args) -> int:
+    lib, model, sc, values = _setup(args)
+    outs = _outputs(args, lib, sc)
+    res = model.evaluate(values, outputs=outs)
+    n_cfg = _n_configs(res, values)
+    if args.json:
+        _print_json({"scenario": sc.name, "file": sc.path, "doc": sc.doc, "configs": n_cfg,
+                     "presets": sc.chain,
+                     "set": {k: v.raw for k, v in sc.values.items() if v.origin == "--set"},
+                     "overridden": sorted(res.overridden),
+                     "outputs": {n: {"value": _plain(res[n]), "unit": lib.item(n).unit}
+                                 for n in outs}})
+        return 0
+    print(f"scenario  {sc.name}  ({sc.path})")
+    if sc.doc:
+        print(f"          {sc.doc}")
+    print(f"presets   {' <- '.join(reversed(sc.chain))}")
+    sets = [f"{k}={v.raw}" for k, v in sc.values.items() if v.origin == "--set"]
+    if sets:
+        print(f"--set     {', '.join(sets)}")
+    print()
+    if n_cfg == 1:
+        rows = [[n, show(lib, n, res[n]), ("overridden" if n in res.overridden else ""),
+                 lib.item(n).doc] for n in outs]
+        print(table(rows, ["output", "value", "", "what"], right={1}))
+    else:
+        swept = [k for k, v in values.items() if np.ndim(v)]
+        header = ["output"] + [f"#{i}" for i in range(min(n_cfg, 12))]
+        rows = [[k] + [show(lib, k, x) for x in np.broadcast_to(values[k], (n_cfg,))[:12]]
+                for k in swept]
+        rows += [[n] + [show(lib, n, x) for x in np.broadcast_to(res[n], (n_cfg,))[:12]]
+                 for n in outs]
+        print(table(rows, header, right=set(range(1, len(header)))))
+        if n_cfg > 12:
+            print(f"({n_cfg - 12} more configurations; use --json for all)")
+    return 0
+
+
+def _n_configs(res, values) -> int:
+    shapes = [np.shape(v) for v in values.values()]
+    return int(np.prod(np.broadcast_shapes(*shapes))) if shapes else 1
+
+
+def cmd_explain(args) -> int:
+    lib, model, sc, values = _setup(args)
+    lib.item(args.name)
+    res = model.evaluate(values, outputs=[args.name])
+    if _n_configs(res, values) != 1:
+        raise FlopsheetError("explain takes one configuration (no a,b,c lists in --set)")
+    rec = explain(lib, res, sc, args.name, depth=None if args.depth <= 0 else args.depth)
+    if args.json:
+        _print_json(rec)
+    else:
+        print(render(rec))
+    return 0
+
+
+def cmd_sensitivity(args) -> int:
+    lib, model, sc, values = _setup(args)
+    lib.item(args.of)
+    res = model.evaluate(values)
+    sens = Differentiator(model).gradient(res, args.of)
+    rows = sens.ranked(args.top or None)
+    if args.json:
+        _print_json({"output": args.of, "value": sens.value, "unit": lib.item(args.of).unit,
+                     "elasticities": {n: e for n, e, _ in rows},
+                     "derivatives": {n: d for n, _, d in rows}, "nonsmooth": sens.nonsmooth})
+        return 0
+    print(f"{args.of} = {show(lib, args.of, sens.value)}  ({sc.name})")
+    print("elasticity: % change of the output per 1 % change of the input\n")
+    body = [[n, f"{e:+.4f}", show(lib, n, res[n]), f"{d:.4g} {_per_unit(lib, args.of, n)}"]
+            for n, e, d in rows]
+    print(table(body, ["input", "elasticity", "value", "derivative"], right={1}))
+    hidden = len(sens.elasticities) - len(rows)
+    if hidden > 0:
+        print(f"({hidden} more; --top 0 for all)")
+    if sens.nonsmooth:
+        print("\nnon-smooth here:")
+        for note in sens.nonsmooth:
+            print(f"  - {note}")
+    return 0
+
+
+def _per_unit(lib, out, inp) -> str:
+    o, i = dim_str(lib.item(out).dim), dim_str(lib.item(inp).dim)
+    return o if i == "1" else f"{o} per {i}"
+
+
+def cmd_list(args) -> int:
+    if args.what == "templates":
+        root = bundled_templates()
+        rows = []
+        for p in sorted(root.rglob("*.yaml")):
+            rel = p.relative_to(root).as_posix()[:-5]
+            data, _ = read_mapping(p.read_text(encoding="utf-8"), rel, "template")
+            rows.append([rel, str(data.get("doc") or "").strip()])
+        if args.json:
+            _print_json({r[0]: r[1] for r in rows})
+        else:
+            print(table(rows, ["template", "what"]))
+        return 0
+    lib = load_library(args.formulas)
+    if args.what == "inputs":
+        items = [lib.inputs[n] for n in lib.inputs]
+        rows = [[i.name, ("|".join(i.choices) if i.is_choice else i.unit),
+                 (i.default if i.is_choice else show(lib, i.name, i.default)), i.doc]
+                for i in items]
+        head = ["input", "unit", "default", "what"]
+    else:
+        rows = [[n, lib.nodes[n].unit, lib.nodes[n].file, lib.nodes[n].doc] for n in lib.order]
+        head = ["node", "unit", "file", "what"]
+    if args.json:
+        _print_json([dict(zip(head, r)) for r in rows])
+    else:
+        print(table(rows, head))
+    return 0
+
+
+def cmd_check(args) -> int:
+    lib = load_library(args.formulas)  # parse, names, units, cycles: errors raise here
+    problems, warnings = lint(lib)
+    bundled = args.formulas is None
+    if bundled:
+        problems += _check_templates(lib)
+    for w in warnings:
+        print(f"warning: {w}")
+    for p in problems:
+        print(f"problem: {p}")
+    n_in, n_nodes = len(lib.inputs), len(lib.nodes)
+    print(f"{len(lib.files)} files, {n_in} inputs, {n_nodes} nodes: "
+          f"{len(problems)} problems, {len(warnings)} warnings")
+    return 1 if problems else 0
+
+
+def lint(lib: Library) -> tuple[list[str], list[str]]:
+    """Problems (fail `check`) and warnings of a loaded library beyond what loading enforces."""
+    problems, warnings = [], []
+    for i in lib.inputs.values():
+        if not i.source:
+            problems.append(f"{i.file}:{i.line}: {i.name}: input has no `source:`")
+        if lib.graph.out_degree(i.name) == 0:
+            warnings.append(f"{i.file}:{i.line}: {i.name}: input is used by no formula")
+    for n in lib.order:
+        node = lib.nodes[n]
+        if lib.graph.out_degree(n) == 0 and n not in HEADLINE:
+            warnings.append(f"{node.file}:{node.line}: {n}: no formula uses this node and it is "
+                            f"not a headline output")
+    return problems, warnings
+
+
+def _check_templates(lib: Library) -> list[str]:
+    """Every bundled scenario loads, resolves and evaluates."""
+    model = Model(lib)
+    problems = []
+    root = bundled_templates()
+    for p in sorted((root / "scenarios").glob("*.yaml")) if (root / "scenarios").is_dir() else []:
+        try:
+            sc = load_scenario(str(p))
+            model.evaluate(resolve(sc, model))
+            for n in sc.report:
+                lib.item(n)
+        except FlopsheetError as e:
+            problems.append(f"scenario {Path(p).name}: {e.render()}")
+    return problems
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Numeric evaluation of a library: each node compiled once to a numpy function.
+
+The same compiled model evaluates one configuration (scalars) or many
+(numpy arrays, broadcast together). Values are in coherent base units; a
+categorical input is carried as the index of its choice.
+
+Spreadsheet semantics for ``ceil``/``floor``: the argument is first rounded to
+15 significant digits, as Excel and LibreOffice do, so ``ceil(0.1*3/0.1)`` is
+3 in all three places (IEEE arithmetic alone would give 4).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import sympy as sp
+from sympy.printing.numpy import NumPyPrinter
+
+from .errors import EvaluationError, InputValueError, UnknownNameError
+from .library import Library, check_value, number_value
+from .names import suggest
+from .parser import symbol
+
+
+def _round15(x):
+    x = np.asarray(x, dtype=float)
+    with np.errstate(all="ignore"):
+        mag = np.floor(np.log10(np.abs(np.where(x == 0, 1.0, x))))
+        scale = 10.0 ** (14 - mag)
+        r = np.round(x * scale) / scale
+    return np.where(np.isfinite(r), r, x)
+
+
+def ss_ceil(x):
+    """Ceiling with spreadsheet semantics (argument rounded to 15 significant digits)."""
+    return np.ceil(_round15(x))
+
+
+def ss_floor(x):
+    """Floor with spreadsheet semantics (argument rounded to 15 significant digits)."""
+    return np.floor(_round15(x))
+
+
+class _Printer(NumPyPrinter):
+    def _print_ceiling(self, e):
+        return f"_ss_ceil({self._print(e.args[0])})"
+
+    def _print_floor(self, e):
+        return f"_ss_floor({self._print(e.args[0])})"
+
+    def _print_Heaviside(self, e):  # derivative of max/min; 1/2 at a tie
+        return f"numpy.heaviside({self._print(e.args[0])}, 0.5)"
+
+
+_NAMESPACE = {"_ss_ceil": ss_ceil, "_ss_floor": ss_floor}
+
+
+def compile_expr(args: list[str], expr: sp.Basic):
+    """A numpy function of the named arguments (sympy's lambdify on our printer)."""
+    syms = [symbol(a) for a in args]
+    return sp.lambdify(syms, expr, modules=[_NAMESPACE, "numpy"], printer=_Printer,
+                       dummify=False, cse=False, docstring_limit=0)
+
+
+@dataclass
+class Result:
+    """Values of every evaluated name (inputs, overrides and nodes)."""
+
+    values: dict[str, Any]
+    overridden: frozenset[str]
+
+    def __getitem__(self, name):
+        return self.values[name]
+
+    def scalar(self, name) -> float:
+        return float(np.asarray(self.values[name]))
+
+
+class Model:
+    """A library compiled for evaluation."""
+
+    def __init__(self, lib: Library):
+        self.lib = lib
+        self._fns: dict[str, Any] = {}
+        for name in lib.order:
+            node = lib.nodes[name]
+            self._fns[name] = compile_expr(node.deps, node.expr)
+
+    # ------------------------------------------------------------------ values
+    def encode(self, name: str, value, *, file=None, line=None) -> Any:
+        """One user value -> its numeric form (coherent units, choice index); checks it."""
+        lib = self.lib
+        if name not in lib:
+            raise UnknownNameError(f"unknown name `{name}`" + suggest(name, lib.names()),
+                                   file=file, line=line, node=name)
+        item = lib.item(name)
+        many = isinstance(value, (list, tuple, np.ndarray))
+        vals = list(np.asarray(value).ravel()) if many else [value]
+        if name in lib.inputs and lib.inputs[name].is_choice:
+            choices = lib.inputs[name].choices
+            codes = []
+            for v in vals:
+                if isinstance(v, (np.integer, int)) and not isinstance(v, bool) and many \
+                        and 0 <= v < len(choices):
+                    codes.append(int(v))  # already encoded (arrays from sweeps)
+                    continue
+                if not isinstance(v, str) or v not in choices:
+                    raise InputValueError(f"`{v}` is not a choice of `{name}` "
+                                          f"(choices: {', '.join(choices)})", file=file,
+                                          line=line, node=name)
+                codes.append(choices.index(v))
+            return np.asarray(codes, dtype=np.int64).reshape(np.shape(value)) if many else codes[0]
+        if name in lib.nodes and item.is_bool:
+            raise InputValueError(f"`{name}` is a condition and cannot be overridden", file=file,
+                                  line=line, node=name)
+        if many:
+            arr = np.asarray([number_value(v, item.dim, file=file, line=line, node=name)
+                              if not isinstance(v, (float, int, np.floating, np.integer))
+                              else float(v) for v in vals], dtype=float)
+            arr = arr.reshape(np.shape(value))
+            bad = ~np.isfinite(arr)
+            if bad.any():
+                i = int(np.flatnonzero(bad.ravel())[0])
+                raise InputValueError(f"value #{i} is not finite", file=file, line=line, node=name)
+            if name in lib.inputs:
+                self._check_array(lib.inputs[name], arr, file, line)
+            return arr
+        x = number_value(value, item.dim, file=file, line=line, node=name)
+        if name in lib.inputs:
+            check_value(lib.inputs[name], x, file=file, line=line)
+        return x
+
+    def _check_array(self, inp, arr, file, line):
+        lo, hi = inp.bounds
+        bad = np.zeros(arr.shape, dtype=bool)
+        if lo is not None:
+            bad |= arr < lo
+        if hi is not None:
+            bad |= arr > hi
+        if inp.integer:
+            bad |= arr != np.round(arr)
+        if bad.any():
+            i = int(np.flatnonzero(bad.ravel())[0])
+            check_value(inp, float(arr.ravel()[i]), file=file, line=line, what=f"value #{i}")
+
+    def defaults(self) -> dict[str, Any]:
+        return {n: (i.choices.index(i.default) if i.is_choice else i.default)
+                for n, i in self.lib.inputs.items()}
+
+    # ------------------------------------------------------------- evaluation
+    def evaluate(self, values: Mapping[str, Any] | None = None, *,
+                 outputs: Iterable[str] | None = None, check: bool = True) -> Result:
+        """Evaluate with ``values`` (already encoded; missing inputs take defaults).
+
+        A value given for a node overrides its formula. With ``outputs``, only
+        what those names need is evaluated.
+        """
+        lib = self.lib
+        env: dict[str, Any] = self.defaults()
+        overridden = set()
+        for k, v in (values or {}).items():
+            if k in lib.nodes:
+                overridden.add(k)
+            elif k not in lib.inputs:
+                raise UnknownNameError(f"unknown name `{k}`" + suggest(k, lib.names()), node=k)
+            env[k] = v
+        order = lib.order
+        if outputs is not None:
+            need = set()
+            for o in outputs:
+                lib.item(o)
+                need.add(o)
+                need |= lib.ancestors(o)
+            order = [n for n in order if n in need]
+        with np.errstate(all="ignore"):
+            for name in order:
+                if name in overridden:
+                    continue
+                node = lib.nodes[name]
+                val = self._fns[name](*[env[d] for d in node.deps])
+                if check and not node.is_bool:
+                    self._check_finite(name, val, env)
+                env[name] = val
+        return Result(env, frozenset(overridden))
+
+    def _check_finite(self, name, val, env):
+        arr = np.asarray(val)
+        if arr.dtype == bool:
+            return
+        ok = np.isfinite(arr)
+        if ok.all():
+            return
+        node = self.lib.nodes[name]
+        i = int(np.flatnonzero(~ok.ravel())[0]) if arr.ndim else None
+        shown = []
+        for d in node.deps:
+            v = np.asarray(env[d])
+            if v.ndim and i is not None:
+                v = np.broadcast_to(v, arr.shape).ravel()[i]
+            shown.append(f"{d}={format_plain(self.lib, d, v)}")
+        which = f" (configuration #{i})" if i is not None else ""
+        bad = arr.ravel()[i] if i is not None else arr
+        raise EvaluationError(f"evaluates to {bad}{which} from `{node.parsed.text}` with "
+                              + ", ".join(shown), file=node.file, line=node.line, node=name)
+
+
+def format_plain(lib: Library, name: str, v) -> str:
+    """A value as text for messages: the choice name for categorical inputs."""
+    if name in lib.inputs and lib.inputs[name].is_choice:
+        return lib.inputs[name].choices[int(v)]
+    return f"{float(v):.6g}"

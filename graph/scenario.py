@@ -1,0 +1,189 @@
+"""Scenarios and presets: value files chained with ``use:``, then ``--set``.
+
+A preset or scenario file::
+
+    doc: GPT-3 175B on 1024 A100s (Narayanan et al. SC21, Sec. 5.1).
+    source: default citation for the values below
+    use: [models/gpt3-175b, hardware/a100-sxm4-80gb]   # applied first, in order
+    values:
+      tp: 8
+      hbm_capacity: 80 GiB                # text with a unit is converted
+      peak_flops_per_gpu: {value: 312 TFLOP/s, source: A100 datasheet}
+    report: [step_time, mfu]               # scenarios only: what `run` prints
+
+Later files override earlier ones, the file's own ``values`` override its
+``use`` list, and ``--set name=value`` overrides everything. Every value keeps
+its origin (file and line, or ``--set``) for the audit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import FlopsheetError, ScenarioError
+from .names import suggest
+from .yamlio import read_mapping
+
+SCENARIO_KEYS = {"doc", "source", "use", "values", "report"}
+SET_ORIGIN = "--set"
+
+
+@dataclass
+class Value:
+    raw: Any  # as written (number, text with unit, choice name, or a list for sweeps)
+    origin: str  # "templates/models/gpt3-175b.yaml:4" or "--set"
+    source: str = ""  # citation given with the value
+
+
+@dataclass
+class Scenario:
+    name: str
+    path: str
+    doc: str
+    values: dict[str, Value] = field(default_factory=dict)
+    report: list[str] = field(default_factory=list)
+    chain: list[str] = field(default_factory=list)  # files applied, in order
+
+
+def bundled_templates() -> Path:
+    return Path(str(resources.files("flopsheet.templates")))
+
+
+def _shown(path: Path) -> str:
+    """Paths inside the bundle are shown as ``templates/...``; others as given."""
+    try:
+        return "templates/" + path.resolve().relative_to(bundled_templates().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def find_template(ref: str, *, near: Path | None = None) -> Path:
+    """Resolve a scenario or preset reference to a file.
+
+    ``ref`` may be a path to a file, or a name such as ``models/gpt3-175b`` or
+    ``gpt3-175b-sc21`` (looked up beside ``near``, in its parent folder, then in
+    the bundled templates and their ``scenarios/`` folder).
+    """
+    cand = [ref] if ref.endswith((".yaml", ".yml")) else [ref + ".yaml", ref]
+    roots: list[Path] = []
+    if near is not None:
+        roots += [near, near.parent]
+    roots += [Path.cwd()]
+    b = bundled_templates()
+    roots += [b, b / "scenarios"]
+    for root in roots:
+        for c in cand:
+            p = (root / c)
+            if p.is_file():
+                return p
+    known = sorted(p.relative_to(b).as_posix()[:-5] for p in b.rglob("*.yaml"))
+    short = [k.split("/", 1)[1] if k.startswith("scenarios/") else k for k in known]
+    raise ScenarioError(f"no scenario or preset `{ref}`" + suggest(ref, short + known)
+                        + " (see `flopsheet list templates`)")
+
+
+def load_scenario(ref: str, sets: list[str] | None = None) -> Scenario:
+    path = find_template(ref)
+    sc = Scenario(name=path.stem, path=_shown(path), doc="")
+    _apply(path, sc, stack=[])
+    for item in sets or []:
+        name, val = parse_set(item)
+        sc.values[name] = Value(val, SET_ORIGIN)
+    return sc
+
+
+def parse_set(item: str) -> tuple[str, Any]:
+    """``name=value`` from the command line; ``a=1,2,4`` gives a list (a sweep)."""
+    if "=" not in item:
+        raise ScenarioError(f"--set `{item}`: expected name=value")
+    name, _, text = item.partition("=")
+    name, text = name.strip(), text.strip()
+    if not name or not text:
+        raise ScenarioError(f"--set `{item}`: expected name=value")
+    parts = [p.strip() for p in text.split(",")]
+    vals = [_scalar(p) for p in parts]
+    return name, vals if len(vals) > 1 else vals[0]
+
+
+def _scalar(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text  # a choice name or a number with a unit
+
+
+def _apply(path: Path, sc: Scenario, stack: list[Path]) -> None:
+    shown = _shown(path)
+    if path.resolve() in stack:
+        loop = " -> ".join(_shown(p) for p in stack + [path.resolve()])
+        raise ScenarioError(f"`use:` chain loops: {loop}", file=shown)
+    data, lines = read_mapping(path.read_text(encoding="utf-8"), shown, "scenario or preset")
+    for k in data:
+        if k not in SCENARIO_KEYS:
+            raise ScenarioError(f"unknown key `{k}`" + suggest(str(k), SCENARIO_KEYS)
+                                + f" (allowed: {', '.join(sorted(SCENARIO_KEYS))})",
+                                file=shown, line=lines.get((k,)))
+    use = data.get("use") or []
+    if isinstance(use, str):
+        use = [use]
+    if not isinstance(use, list) or not all(isinstance(u, str) for u in use):
+        raise ScenarioError("`use:` must be a list of preset names", file=shown,
+                            line=lines.get(("use",)))
+    for ref in use:
+        try:
+            sub = find_template(ref, near=path.parent)
+        except ScenarioError as e:
+            raise ScenarioError(e.detail, file=shown, line=lines.get(("use",))) from None
+        _apply(sub, sc, stack + [path.resolve()])
+    sc.chain.append(shown)
+    if not stack:  # the top file names the scenario
+        sc.doc = str(data.get("doc") or "").strip()
+        rep = data.get("report") or []
+        if not isinstance(rep, list) or not all(isinstance(r, str) for r in rep):
+            raise ScenarioError("`report:` must be a list of names", file=shown,
+                                line=lines.get(("report",)))
+        sc.report = rep
+    default_source = str(data.get("source") or "").strip()
+    values = data.get("values") or {}
+    if not isinstance(values, dict):
+        raise ScenarioError("`values:` must be a mapping of name -> value", file=shown,
+                            line=lines.get(("values",)))
+    for name, v in values.items():
+        line = lines.get(("values", name))
+        source = default_source
+        if isinstance(v, dict):
+            extra = set(v) - {"value", "source"}
+            if "value" not in v or extra:
+                raise ScenarioError("a value with a citation is {value: ..., source: ...}",
+                                    file=shown, line=line, node=str(name))
+            source = str(v.get("source") or default_source)
+            v = v["value"]
+        sc.values[str(name)] = Value(v, f"{shown}:{line}" if line else shown, source)
+
+
+def resolve(sc: Scenario, model) -> dict[str, Any]:
+    """Encode every scenario value for ``model`` (units converted, choices checked)."""
+    out = {}
+    for name, v in sc.values.items():
+        file, line = _split_origin(v.origin)
+        out[name] = model.encode(name, v.raw, file=file, line=line)
+    return out
+
+
+def _split_origin(origin: str):
+    if origin == SET_ORIGIN:
+        return SET_ORIGIN, None
+    file, _, line = origin.rpartition(":")
+    if file and line.isdigit():
+        return file, int(line)
+    return origin, None
+
+
+__all__ = ["Scenario", "Value", "load_scenario", "find_template", "resolve", "parse_set",
+           "bundled_templates", "FlopsheetError"]

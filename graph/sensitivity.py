@@ -1,0 +1,174 @@
+"""Exact sensitivities by reverse-mode differentiation over the DAG.
+
+Each edge ``dep -> node`` gets the partial derivative d(node)/d(dep) from sympy
+(compiled once, on first use). The adjoint of the output is 1; walking the
+output's ancestors in reverse topological order accumulates
+``adj[dep] += adj[node] * d(node)/d(dep)``, so one pass gives the derivative
+of the output with respect to every input (and every intermediate node).
+Nothing is ever substituted into one big expression.
+
+Non-smooth spots are reported, not hidden: ``ceil``/``floor`` are steps whose
+derivative is taken as 0; a ``max``/``min`` whose leading arguments tie, an
+``abs`` at zero, or an ``if_`` condition on its boundary is flagged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+from .errors import FlopsheetError
+from .evaluate import Model, Result, compile_expr
+from .parser import symbol
+
+TIE = 1e-9
+
+
+@dataclass
+class Sensitivity:
+    output: str
+    value: float
+    derivatives: dict[str, float]  # d(output)/d(name) for inputs and overridden nodes
+    node_derivatives: dict[str, float]  # d(output)/d(node) for intermediate nodes
+    elasticities: dict[str, float]  # (x / y) dy/dx
+    nonsmooth: list[str] = field(default_factory=list)
+
+    def ranked(self, top: int | None = None) -> list[tuple[str, float, float]]:
+        """(name, elasticity, derivative), largest |elasticity| first."""
+        rows = sorted(self.elasticities.items(), key=lambda kv: -abs(kv[1]))
+        rows = [(n, e, self.derivatives[n]) for n, e in rows]
+        return rows[:top] if top else rows
+
+
+def _strip_step_derivatives(e: sp.Basic) -> sp.Basic:
+    """d ceil(x)/dx and d floor(x)/dx are 0 almost everywhere; sympy leaves them unevaluated."""
+    return e.replace(lambda a: isinstance(a, (sp.Derivative, sp.Subs))
+                     and a.has(sp.ceiling, sp.floor), lambda a: sp.S.Zero)
+
+
+class Differentiator:
+    """Per-edge partial derivatives of a compiled model, compiled lazily and cached."""
+
+    def __init__(self, model: Model):
+        self.model = model
+        self._partials: dict[tuple[str, str], object] = {}
+        self._probes: dict[str, list] = {}
+
+    def partial(self, node: str, dep: str):
+        key = (node, dep)
+        fn = self._partials.get(key)
+        if fn is None:
+            n = self.model.lib.nodes[node]
+            d = _strip_step_derivatives(sp.diff(n.expr, symbol(dep)))
+            fn = self._partials[key] = compile_expr(n.deps, d)
+        return fn
+
+    def gradient(self, result: Result, output: str) -> Sensitivity:
+        model, lib = self.model, self.model.lib
+        item = lib.item(output)
+        if output in lib.inputs or getattr(item, "is_bool", False):
+            raise FlopsheetError(f"`{output}` is not a numeric formula node; sensitivity needs one",
+                                 node=output)
+        vals = result.values
+        for k in lib.inputs:
+            if np.ndim(vals.get(k, 0)) != 0:
+                raise FlopsheetError("sensitivity needs one configuration, not arrays of values",
+                                     node=k)
+        y = float(vals[output])
+        adj: dict[str, float] = {output: 1.0}
+        scope = lib.ancestors(output) | {output}
+        choice = {n for n, i in lib.inputs.items() if i.is_choice}
+        for name in reversed(lib.order):
+            if name not in scope or name in result.overridden or name not in adj:
+                continue
+            a = adj[name]
+            if a == 0.0:
+                continue
+            node = lib.nodes[name]
+            args = [vals[d] for d in node.deps]
+            for dep in node.deps:
+                if dep in choice:
+                    continue
+                with np.errstate(all="ignore"):
+                    g = float(self.partial(name, dep)(*args))
+                adj[dep] = adj.get(dep, 0.0) + a * g
+        pinned = {n for n, i in lib.inputs.items()
+                  if i.bounds[0] is not None and i.bounds[0] == i.bounds[1]}  # unit constants
+        leaves = {n: adj.get(n, 0.0) for n in scope
+                  if (n in lib.inputs and n not in choice and n not in pinned)
+                  or n in result.overridden}
+        inner = {n: v for n, v in adj.items() if n in lib.nodes and n not in result.overridden}
+        el = {}
+        for n, d in leaves.items():
+            x = float(vals[n])
+            el[n] = d * x / y if y != 0 else float("nan")
+        return Sensitivity(output, y, leaves, inner, el, self.nonsmooth(result, scope))
+
+    # ----------------------------------------------------------- non-smooth
+    def nonsmooth(self, result: Result, scope) -> list[str]:
+        lib = self.model.lib
+        notes = []
+        for name in lib.order:
+            if name not in scope or name in result.overridden:
+                continue
+            for kind, probe in self._probes_for(name):
+                args = [result.values[d] for d in lib.nodes[name].deps]
+                with np.errstate(all="ignore"):
+                    note = probe(args)
+                if note:
+                    notes.append(f"{name}: {note}")
+        return notes
+
+    def _probes_for(self, name: str):
+        if name in self._probes:
+            return self._probes[name]
+        node = self.model.lib.nodes[name]
+        deps = node.deps
+        choice = {n for n, i in self.model.lib.inputs.items() if i.is_choice}
+        probes = []
+        for atom in sp.preorder_traversal(node.expr):
+            if isinstance(atom, (sp.ceiling, sp.floor)):
+                probes.append(("step", _step_probe(atom)))
+            elif isinstance(atom, (sp.Max, sp.Min)):
+                fns = [compile_expr(deps, a) for a in atom.args]
+                probes.append(("tie", _tie_probe(atom, fns)))
+            elif isinstance(atom, sp.Abs):
+                probes.append(("abs", _zero_probe(f"abs() at 0 in {atom}",
+                                                  compile_expr(deps, atom.args[0]))))
+            elif isinstance(atom, sp.core.relational.Relational) and not (
+                    atom.free_symbols & {symbol(c) for c in choice}):
+                diff_fn = compile_expr(deps, atom.lhs - atom.rhs)
+                scale_fn = compile_expr(deps, sp.Abs(atom.lhs) + sp.Abs(atom.rhs))
+                probes.append(("boundary", _boundary_probe(atom, diff_fn, scale_fn)))
+        self._probes[name] = probes
+        return probes
+
+
+def _step_probe(atom):
+    text = f"{'ceil' if isinstance(atom, sp.ceiling) else 'floor'}({atom.args[0]})"
+    return lambda args: f"{text} is a step; its derivative is taken as 0"
+
+
+def _tie_probe(atom, fns):
+    kind = "max" if isinstance(atom, sp.Max) else "min"
+
+    def probe(args):
+        v = sorted((float(f(*args)) for f in fns), reverse=(kind == "max"))
+        if abs(v[0] - v[1]) <= TIE * max(abs(v[0]), abs(v[1]), 1e-300):
+            return f"{kind}() arguments tie at {v[0]:.6g}; the derivative is one-sided"
+        return None
+    return probe
+
+
+def _zero_probe(text, fn):
+    return lambda args: text if float(fn(*args)) == 0.0 else None
+
+
+def _boundary_probe(atom, diff_fn, scale_fn):
+    def probe(args):
+        d, s = float(diff_fn(*args)), float(scale_fn(*args))
+        if abs(d) <= TIE * max(s, 1e-300):
+            return f"condition `{atom}` is on its boundary; the derivative is one-sided"
+        return None
+    return probe
