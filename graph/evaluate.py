@@ -49,6 +49,18 @@ class _Printer(NumPyPrinter):
     def _print_floor(self, e):
         return f"_ss_floor({self._print(e.args[0])})"
 
+    def _print_Max(self, e):
+        return self._nested("numpy.maximum", e.args)
+
+    def _print_Min(self, e):
+        return self._nested("numpy.minimum", e.args)
+
+    def _nested(self, fn, args):
+        out = self._print(args[-1])
+        for a in reversed(args[:-1]):
+            out = f"{fn}({self._print(a)}, {out})"
+        return out
+
     def _print_Heaviside(self, e):  # derivative of max/min; 1/2 at a tie
         return f"numpy.heaviside({self._print(e.args[0])}, 0.5)"
 
@@ -165,6 +177,9 @@ class Model:
             elif k not in lib.inputs:
                 raise UnknownNameError(f"unknown name `{k}`" + suggest(k, lib.names()), node=k)
             env[k] = v
+        for k, v in env.items():  # numpy scalars: x/0 gives inf (reported below), not an exception
+            if isinstance(v, (int, float)):
+                env[k] = np.float64(v)
         order = lib.order
         if outputs is not None:
             need = set()

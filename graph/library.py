@@ -371,15 +371,17 @@ def number_value(v, dim, *, file=None, line=None, node=None) -> float:
 
 def check_value(inp: Input, x: float, *, file=None, line=None, what="value") -> None:
     """Bounds and integrality of one scalar value of an input."""
+    if file is None:
+        file, line = inp.file, inp.line
     lo, hi = inp.bounds
     if (lo is not None and x < lo) or (hi is not None and x > hi):
         raise InputValueError(f"{what} {x:g} is outside the bounds "
                               f"[{'-inf' if lo is None else f'{lo:g}'}, "
                               f"{'inf' if hi is None else f'{hi:g}'}]",
-                              file=file or inp.file, line=line or inp.line, node=inp.name)
+                              file=file, line=line, node=inp.name)
     if inp.integer and x != int(x):
-        raise InputValueError(f"{what} {x:g} must be a whole number", file=file or inp.file,
-                              line=line or inp.line, node=inp.name)
+        raise InputValueError(f"{what} {x:g} must be a whole number", file=file, line=line,
+                              node=inp.name)
 
 
 __all__ = ["Library", "Input", "Node", "FormulaFile", "load_library", "build_library",

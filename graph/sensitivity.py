@@ -77,7 +77,7 @@ class Differentiator:
                                      node=k)
         y = float(vals[output])
         adj: dict[str, float] = {output: 1.0}
-        scope = lib.ancestors(output) | {output}
+        scope = self._scope(output, result.overridden)
         choice = {n for n, i in lib.inputs.items() if i.is_choice}
         for name in reversed(lib.order):
             if name not in scope or name in result.overridden or name not in adj:
@@ -104,6 +104,20 @@ class Differentiator:
             x = float(vals[n])
             el[n] = d * x / y if y != 0 else float("nan")
         return Sensitivity(output, y, leaves, inner, el, self.nonsmooth(result, scope))
+
+    def _scope(self, output: str, overridden) -> set[str]:
+        """The output and what it depends on, not looking through overridden nodes."""
+        g = self.model.lib.graph
+        seen, stack = {output}, [output]
+        while stack:
+            n = stack.pop()
+            if n in overridden and n != output:
+                continue
+            for p in g.predecessors(n):
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return seen
 
     # ----------------------------------------------------------- non-smooth
     def nonsmooth(self, result: Result, scope) -> list[str]:

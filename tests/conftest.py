@@ -1,0 +1,88 @@
+"""Shared fixtures: small formula libraries written to a temporary folder."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from flopsheet.library import build_library
+
+
+def lib_from(files: dict[str, str]):
+    """Build a library from {topic: yaml_text} without touching the disk."""
+    raw = [(f"{topic}.yaml", topic, textwrap.dedent(text)) for topic, text in files.items()]
+    return build_library(raw)
+
+
+@pytest.fixture
+def write_lib(tmp_path):
+    """Write {relative_path: yaml_text} under tmp_path/formulas and return that folder."""
+    def write(files: dict[str, str]):
+        root = tmp_path / "formulas"
+        for rel, text in files.items():
+            p = root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(textwrap.dedent(text))
+        return root
+    return write
+
+
+SMALL = """
+doc: A small library for tests.
+inputs:
+  bytes_moved:
+    unit: byte
+    default: 1 GiB
+    bounds: [0, null]
+    doc: Bytes to move.
+    source: test
+  link_bw:
+    unit: byte/s
+    default: 100 GB/s
+    bounds: [0, null]
+    doc: Link bandwidth.
+    source: test
+  ranks:
+    unit: "1"
+    default: 8
+    bounds: [1, 1024]
+    integer: true
+    doc: Ranks.
+    source: test
+  algo:
+    choices: [ring, tree]
+    default: ring
+    doc: Algorithm.
+    source: test
+nodes:
+  ring_time:
+    expr: 2*(ranks - 1)/ranks*bytes_moved/link_bw
+    unit: s
+    doc: Ring all-reduce time.
+    source: test
+  tree_time:
+    expr: 2*log2(ranks)*bytes_moved/link_bw/4
+    unit: s
+    doc: Tree time.
+    source: test
+  chosen_time:
+    expr: select(algo, ring=ring_time, tree=tree_time)
+    unit: s
+    doc: Time of the chosen algorithm.
+    source: test
+  best_time:
+    expr: min(ring_time, tree_time)
+    unit: s
+    doc: Faster of the two.
+    source: test
+  chunk_bytes:
+    expr: 64*2**20*bytes_moved/bytes_moved*link_bw/link_bw
+    unit: "1"
+    doc: Chunk size as a count (dimension test helper).
+    source: test
+  steps:
+    expr: ceil(bytes_moved/(link_bw*ring_time))
+    unit: "1"
+    doc: A step function of the inputs.
+    source: test
+"""
