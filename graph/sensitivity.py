@@ -8,8 +8,11 @@ of the output with respect to every input (and every intermediate node).
 Nothing is ever substituted into one big expression.
 
 Non-smooth spots are reported, not hidden: ``ceil``/``floor`` are steps whose
-derivative is taken as 0; a ``max``/``min`` whose leading arguments tie, an
-``abs`` at zero, or an ``if_`` condition on its boundary is flagged.
+derivative is taken as 0 and which are flagged when their argument sits on a
+jump; a ``max``/``min`` whose leading arguments tie, an ``abs`` at zero, or an
+``if_`` condition on its boundary is flagged. Steps and conditions that involve
+only whole-number or categorical inputs are not flagged: they sit on their
+jumps by construction and a derivative there is formal.
 """
 from __future__ import annotations
 
@@ -139,11 +142,17 @@ class Differentiator:
             return self._probes[name]
         node = self.model.lib.nodes[name]
         deps = node.deps
-        choice = {n for n, i in self.model.lib.inputs.items() if i.is_choice}
+        inputs = self.model.lib.inputs
+        choice = {n for n, i in inputs.items() if i.is_choice}
+        # steps and conditions on whole-number inputs alone (layers, tp, experts) sit on their
+        # jumps by construction; a derivative there is formal, so they are not flagged
+        discrete = {symbol(n) for n, i in inputs.items() if i.is_choice or i.integer}
         probes = []
         for atom in sp.preorder_traversal(node.expr):
+            if atom.free_symbols and atom.free_symbols <= discrete:
+                continue
             if isinstance(atom, (sp.ceiling, sp.floor)):
-                probes.append(("step", _step_probe(atom)))
+                probes.append(("step", _step_probe(atom, compile_expr(deps, atom.args[0]))))
             elif isinstance(atom, (sp.Max, sp.Min)):
                 fns = [compile_expr(deps, a) for a in atom.args]
                 probes.append(("tie", _tie_probe(atom, fns)))
@@ -159,9 +168,16 @@ class Differentiator:
         return probes
 
 
-def _step_probe(atom):
+def _step_probe(atom, arg_fn):
+    """Flag a ceil/floor whose argument sits on a jump (an integer); elsewhere d/dx = 0 exactly."""
     text = f"{'ceil' if isinstance(atom, sp.ceiling) else 'floor'}({atom.args[0]})"
-    return lambda args: f"{text} is a step; its derivative is taken as 0"
+
+    def probe(args):
+        x = float(arg_fn(*args))
+        if abs(x - round(x)) <= TIE * max(abs(x), 1.0):
+            return f"{text} = {round(x)} sits on a step; the derivative is one-sided"
+        return None
+    return probe
 
 
 def _tie_probe(atom, fns):

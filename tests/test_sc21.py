@@ -9,10 +9,10 @@ from flopsheet.scenario import load_scenario, resolve
 
 # Narayanan et al. SC21, Table 1 (as published in NVIDIA/Megatron-LM README image
 # images/cases_april2021.png, commit 2120e319a6; copied into ../shared/validation/published.yaml):
-# (parameters in billions as printed, layers, hidden size). V = 51,200, s = 2,048, ffn = 4h.
-TABLE1 = [(1.7, 24, 2304), (3.6, 30, 3072), (7.5, 36, 4096), (18.4, 40, 6144),
-          (39.1, 48, 8192), (76.1, 60, 10240), (145.6, 80, 12288), (310.1, 96, 16384),
-          (529.6, 105, 20480), (1008.0, 128, 25600)]
+# (parameters in billions as printed, layers, hidden size, heads). V = 51,200, s = 2,048, ffn = 4h.
+TABLE1 = [(1.7, 24, 2304, 24), (3.6, 30, 3072, 32), (7.5, 36, 4096, 32), (18.4, 40, 6144, 48),
+          (39.1, 48, 8192, 64), (76.1, 60, 10240, 80), (145.6, 80, 12288, 96),
+          (310.1, 96, 16384, 128), (529.6, 105, 20480, 128), (1008.0, 128, 25600, 160)]
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +25,10 @@ def run(model, scenario, **sets):
     return model.evaluate(resolve(sc, model))
 
 
-@pytest.mark.parametrize("billions, layers, hidden", TABLE1)
-def test_table1_parameter_counts(model, billions, layers, hidden):
-    r = run(model, "gpt3-175b-sc21", layers=layers, hidden=hidden, ffn_hidden=4 * hidden)
+@pytest.mark.parametrize("billions, layers, hidden, heads", TABLE1)
+def test_table1_parameter_counts(model, billions, layers, hidden, heads):
+    r = run(model, "gpt3-175b-sc21", layers=layers, hidden=hidden, ffn_hidden=4 * hidden,
+            heads=heads, kv_heads=heads, head_dim=hidden // heads)
     assert round(r.scalar("total_params") / 1e9, 1) == billions
 
 
@@ -35,7 +36,7 @@ def test_gpt3_175b_parameter_count_hand_checked(model):
     l, h, V, s = 96, 12288, 51200, 2048
     p = 12 * l * h**2 * (1 + 13 / (12 * h) + (V + s) / (12 * l * h))  # SC21 Eq. 2
     r = run(model, "gpt3-175b-sc21")
-    assert r.scalar("total_params") == pytest.approx(p, rel=1e-14)
+    assert r.scalar("total_params") == pytest.approx(p + 2 * h, rel=1e-14)  # + final layer norm
     assert r.scalar("total_params") == pytest.approx(175e9, rel=0.003)  # "175B"
 
 
