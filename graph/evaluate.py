@@ -61,11 +61,24 @@ class _Printer(NumPyPrinter):
             out = f"{fn}({self._print(a)}, {out})"
         return out
 
-    def _print_Heaviside(self, e):  # derivative of max/min; 1/2 at a tie
-        return f"numpy.heaviside({self._print(e.args[0])}, 0.5)"
+    # numpy.logical_and.reduce((a, b)), sympy's default, does not broadcast a scalar with an array
+    def _print_And(self, e):
+        return self._nested("numpy.logical_and", e.args)
+
+    def _print_Or(self, e):
+        return self._nested("numpy.logical_or", e.args)
+
+    def _print__Winner(self, e):  # derivative of max/min (graph/sensitivity.py)
+        return f"_winner({', '.join(self._print(a) for a in e.args)})"
 
 
-_NAMESPACE = {"_ss_ceil": ss_ceil, "_ss_floor": ss_floor}
+def _winner(i, sign, *args):
+    """1.0 where args[i] is the first maximum of sign*args (broadcast), else 0.0."""
+    stacked = np.stack(np.broadcast_arrays(*[sign * np.asarray(a, dtype=float) for a in args]))
+    return (np.argmax(stacked, axis=0) == int(i)).astype(float)
+
+
+_NAMESPACE = {"_ss_ceil": ss_ceil, "_ss_floor": ss_floor, "_winner": _winner}
 
 
 def compile_expr(args: list[str], expr: sp.Basic):
@@ -90,9 +103,19 @@ class Result:
 
 
 class Model:
-    """A library compiled for evaluation."""
+    """A library compiled for evaluation (compiled once per library and reused)."""
+
+    def __new__(cls, lib: Library):
+        cached = getattr(lib, "_model", None)
+        if isinstance(cached, cls):
+            return cached
+        model = super().__new__(cls)
+        lib._model = model
+        return model
 
     def __init__(self, lib: Library):
+        if getattr(self, "_fns", None) is not None:
+            return  # already compiled
         self.lib = lib
         self._fns: dict[str, Any] = {}
         for name in lib.order:

@@ -152,7 +152,14 @@ def load_library(root: str | Path | None = None) -> Library:
         shown = f"formulas/{rel}" if bundled else str(p)
         digest.update(rel.encode() + b"\0" + text.encode() + b"\0")
         raw.append((shown, rel[: -len(".yaml")], text))
-    return build_library(raw, digest=digest.hexdigest()[:16], root=str(root_path))
+    key = (str(root_path), digest.hexdigest())
+    lib = _CACHE.get(key)
+    if lib is None:  # parsing and unit checks take ~1 s; the files' text decides reuse
+        lib = _CACHE[key] = build_library(raw, digest=key[1][:16], root=str(root_path))
+    return lib
+
+
+_CACHE: dict[tuple[str, str], Library] = {}
 
 
 def build_library(raw: list[tuple[str, str, str]], *, digest: str = "", root: str = "") -> Library:

@@ -44,6 +44,34 @@ class Sensitivity:
         return rows[:top] if top else rows
 
 
+class _Winner(sp.Function):
+    """1 where argument ``i`` (0-based) is the first maximum of ``sign*args``, else 0."""
+
+
+class _FirstMax(sp.Function):
+    """max() whose derivative follows the first winning argument (one branch on a tie)."""
+
+    def fdiff(self, argindex=1):
+        return _Winner(sp.Integer(argindex - 1), sp.Integer(1), *self.args)
+
+
+class _FirstMin(sp.Function):
+    """min() whose derivative follows the first winning argument (one branch on a tie)."""
+
+    def fdiff(self, argindex=1):
+        return _Winner(sp.Integer(argindex - 1), sp.Integer(-1), *self.args)
+
+
+def _argmax_form(e: sp.Basic) -> sp.Basic:
+    """Replace Max/Min before differentiating.
+
+    sympy differentiates Max/Min through Heaviside products, which on a tie (two candidates
+    with the same value, common where an unavailable algorithm falls back to another's time)
+    add the tied slopes up instead of taking one.
+    """
+    return e.replace(sp.Max, _FirstMax).replace(sp.Min, _FirstMin)
+
+
 def _strip_step_derivatives(e: sp.Basic) -> sp.Basic:
     """d ceil(x)/dx and d floor(x)/dx are 0 almost everywhere; sympy leaves them unevaluated."""
     return e.replace(lambda a: isinstance(a, (sp.Derivative, sp.Subs))
@@ -63,7 +91,8 @@ class Differentiator:
         fn = self._partials.get(key)
         if fn is None:
             n = self.model.lib.nodes[node]
-            d = _strip_step_derivatives(sp.diff(n.expr, symbol(dep)))
+            d = _strip_step_derivatives(sp.diff(_argmax_form(n.expr), symbol(dep)))
+            d = d.replace(_FirstMax, sp.Max).replace(_FirstMin, sp.Min)
             fn = self._partials[key] = compile_expr(n.deps, d)
         return fn
 

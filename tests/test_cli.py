@@ -8,7 +8,11 @@ import sys
 
 import pytest
 
+from flopsheet.audit import show
 from flopsheet.cli import main
+from flopsheet.evaluate import Model
+from flopsheet.library import load_library
+from flopsheet.scenario import load_scenario, resolve
 
 from conftest import SMALL
 
@@ -19,12 +23,22 @@ def cli(capsys, *argv):
     return code, out, err
 
 
+def _python_values(scenario, *names, sets=()):
+    lib = load_library()
+    model = Model(lib)
+    res = model.evaluate(resolve(load_scenario(scenario, list(sets)), model))
+    return lib, {n: res.scalar(n) for n in names}
+
+
 def test_run_default_scenario(capsys):
     code, out, err = cli(capsys, "run")
     assert code == 0 and not err
     assert "gpt3-175b-sc21" in out
-    assert "34.73 d" in out  # time_to_train, engineering notation
-    assert "step_time" in out and "31.47 s" in out
+    lib, v = _python_values("gpt3-175b-sc21", "time_to_train", "step_time")
+    for name in v:  # the table shows the Python values in engineering notation
+        row = next(line for line in out.splitlines() if line.startswith(name + " "))
+        assert show(lib, name, v[name]) in row
+    assert v["time_to_train"] > 86400 and " d " in out  # days
 
 
 def test_run_json_and_outputs(capsys):
@@ -37,31 +51,35 @@ def test_run_json_and_outputs(capsys):
 
 def test_run_set_overrides_and_sweeps(capsys):
     code, out, _ = cli(capsys, "run", "--set", "achieved_flops_per_gpu=280 TFLOP/s", "--json",
-                       "--outputs", "step_time")
-    half = json.loads(out)["outputs"]["step_time"]["value"]
-    code, out, _ = cli(capsys, "run", "--json", "--outputs", "step_time")
-    assert half == pytest.approx(json.loads(out)["outputs"]["step_time"]["value"] / 2)
-    code, out, _ = cli(capsys, "run", "--set", "dp=8,16,32", "--json", "--outputs", "step_time")
-    times = json.loads(out)["outputs"]["step_time"]["value"]
-    assert len(times) == 3 and times[0] == pytest.approx(2 * times[1]) == pytest.approx(4 * times[2])
+                       "--outputs", "time_to_train")
+    half = json.loads(out)["outputs"]["time_to_train"]["value"]
+    code, out, _ = cli(capsys, "run", "--set", "achieved_flops_per_gpu=140 TFLOP/s", "--json",
+                       "--outputs", "time_to_train")
+    assert half == pytest.approx(json.loads(out)["outputs"]["time_to_train"]["value"] / 2)
+    code, out, _ = cli(capsys, "run", "--set", "dp=8,16,32", "--json", "--outputs", "n_gpus,step_time")
+    data = json.loads(out)["outputs"]
+    assert data["n_gpus"]["value"] == [1024, 2048, 4096]  # tp 8 x pp 16 x dp and len(data["step_time"]["value"]) == 3
+    _, v = _python_values("gpt3-175b-sc21", "step_time", sets=["dp=32"])
+    assert data["step_time"]["value"][2] == pytest.approx(v["step_time"], rel=1e-12)
     code, out, _ = cli(capsys, "run", "--set", "dp=8,16,32", "--outputs", "step_time")
     assert "#2" in out and "dp" in out
 
 
 def test_explain_shows_formula_values_and_origins(capsys):
-    code, out, _ = cli(capsys, "explain", "step_time", "gpt3-175b-sc21", "--set", "cp=2", "--depth", "0")
+    code, out, _ = cli(capsys, "explain", "achieved_flops_per_gpu", "gpt3-175b-sc21", "--set", "cp=2",
+                       "--depth", "0")
     assert code == 0
-    assert "formula  hardware_flops_per_step/(n_gpus*achieved_flops_per_gpu)" in out
-    assert "from     templates/scenarios/gpt3-175b-sc21.yaml:11" in out  # achieved_flops_per_gpu
+    assert "formula  hardware_flops_per_step/(n_gpus*step_time)" in out
+    assert "from     templates/scenarios/gpt3-175b-sc21.yaml:" in out
     assert "from     --set" in out  # cp
     assert "from     default (formulas/constants.yaml:" in out
     assert "layers = 96" in out and "templates/models/gpt3-175b.yaml:4" in out
-    code, out, _ = cli(capsys, "explain", "hfu", "--depth", "0")
-    assert out.count("hardware_flops_per_step = ") == 2 and "shown above" in out  # expanded once
+    code, out, _ = cli(capsys, "explain", "mfu", "--depth", "0")
+    assert "inputs   shown above" in out  # a node used twice is expanded once
 
 
 def test_explain_marks_overrides(capsys):
-    code, out, _ = cli(capsys, "explain", "step_time", "--set", "hardware_flops_per_step=1e21")
+    code, out, _ = cli(capsys, "explain", "achieved_flops_per_gpu", "--set", "hardware_flops_per_step=1e21")
     assert "overridden node" in out and "replaces hardware_flops_per_token*tokens_per_step" in out
 
 
@@ -72,9 +90,9 @@ def test_sensitivity_table(capsys):
     assert all(len(row.split()) >= 4 for row in lines[5:8])
     assert lines[8].startswith("(") and "more; --top 0 for all" in lines[8]
     assert "more; --top 0 for all" in out
-    code, out, _ = cli(capsys, "sensitivity", "--of", "step_time", "--json")
+    code, out, _ = cli(capsys, "sensitivity", "--of", "time_to_train", "--json", "--top", "0")
     data = json.loads(out)
-    assert data["elasticities"]["achieved_flops_per_gpu"] == pytest.approx(-1)
+    assert data["elasticities"]["train_tokens"] == pytest.approx(1)
 
 
 def test_check_and_list(capsys, write_lib):
@@ -99,7 +117,7 @@ def test_check_and_list(capsys, write_lib):
     (["explain", "nothing_here"], "no input or node named `nothing_here`"),
     (["sensitivity", "--of", "recompute"], "not a numeric formula node"),
     (["run", "--set", "dp=2.5"], "--set: dp: value 2.5 must be a whole number"),
-    (["run", "--set", "achieved_flops_per_gpu=0"], "step_time: evaluates to inf"),
+    (["run", "--set", "hbm_bandwidth=0"], "evaluates to inf"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
     code, out, err = cli(capsys, *argv)

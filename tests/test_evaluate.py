@@ -129,3 +129,19 @@ def test_ceil_of_formula_matches_libreoffice_convention():
       chunks: {expr: ceil(tenth*3/tenth), unit: "1", doc: d, source: s}
     """})
     assert Model(lib).evaluate().scalar("chunks") == 3  # IEEE alone gives 4
+
+
+def test_conditions_broadcast_scalars_with_arrays():
+    lib = lib_from({"a": """
+    doc: x
+    inputs:
+      width: {unit: "1", default: 2, doc: d}
+      depth: {unit: "1", default: 3, doc: d}
+      span: {unit: "1", default: 4, doc: d}
+    nodes:
+      both: {expr: width > 1 and depth > 1 and span > 1, unit: bool, doc: d, source: s}
+      either: {expr: "if_(width > 5 or depth > 5 or span > 5, 1, 0)", unit: "1", doc: d, source: s}
+    """})
+    r = Model(lib).evaluate({"depth": np.array([0.0, 2.0, 9.0])})
+    assert r["both"].tolist() == [False, True, True]
+    assert r["either"].tolist() == [0, 0, 1]

@@ -27,6 +27,8 @@ def write(tmp_path, files):
 def test_bundled_chain_and_origins():
     sc = load_scenario("gpt3-175b-sc21")
     assert sc.chain == ["templates/models/gpt3-175b.yaml", "templates/hardware/a100-sxm4-80gb.yaml",
+                        "templates/systems/nvlink3-hgx8.yaml", "templates/systems/ib-hdr.yaml",
+                        "templates/systems/dgx-a100-superpod.yaml",
                         "templates/scenarios/gpt3-175b-sc21.yaml"]
     assert sc.values["layers"].origin == "templates/models/gpt3-175b.yaml:4"
     assert sc.values["vocab"].source.startswith("Narayanan et al. SC21")

@@ -12,12 +12,26 @@ from flopsheet.sensitivity import Differentiator
 from conftest import SMALL, lib_from
 
 
+_DIFFERENTIATORS: dict[int, Differentiator] = {}
+
+
+def differentiator(model) -> Differentiator:
+    """One per model: partial derivatives compile on first use (~1.5 s for the bundled library)."""
+    return _DIFFERENTIATORS.setdefault(id(model), Differentiator(model))
+
+
 def central_difference(model, values, output, name, rel=1e-6):
     x = float(values[name])
     h = rel * abs(x) if x else rel
     up = dict(values, **{name: x + h})
     dn = dict(values, **{name: x - h})
-    return (model.evaluate(up).scalar(output) - model.evaluate(dn).scalar(output)) / (2 * h)
+    up_y = model.evaluate(up, outputs=[output]).scalar(output)
+    dn_y = model.evaluate(dn, outputs=[output]).scalar(output)
+    return (up_y - dn_y) / (2 * h)
+
+
+# whole-number inputs whose formulas are smooth around the bundled scenario's values
+SMOOTH_WHOLE_NUMBERS = {"layers", "hidden", "vocab", "global_batch", "ffn_hidden"}
 
 
 @pytest.fixture(scope="module")
@@ -34,56 +48,53 @@ def bundled():
 def test_gradient_matches_finite_differences(bundled, output):
     model, values = bundled
     res = model.evaluate(values)
-    sens = Differentiator(model).gradient(res, output)
+    sens = differentiator(model).gradient(res, output)
     assert sens.derivatives, output
     y = res.scalar(output)
     checked = 0
     for name, d in sens.derivatives.items():
-        lo = model.lib.inputs[name].bounds[0]
-        if lo is not None and float(values[name]) == lo:
+        inp = model.lib.inputs[name]
+        if inp.bounds[0] is not None and float(values[name]) == inp.bounds[0]:
             continue  # at a bound (e.g. experts = 0) only a one-sided derivative exists
+        if inp.integer and name not in SMOOTH_WHOLE_NUMBERS:
+            continue  # e.g. tp = 8 sits on `tp <= scaleup_domain_size`: a step, not a slope
         fd = central_difference(model, values, output, name)
         checked += 1
         # relative 1e-6; a true zero (e.g. time_to_train vs global_batch) is compared on the
         # scale of the output per unit input, where rounding leaves ~1e-13
         floor = 1e-9 * abs(y / float(values[name]))
         assert abs(d - fd) <= 1e-6 * max(abs(fd), abs(d)) + floor, (output, name, d, fd)
-    assert checked >= 5
+    assert checked >= 3
 
 
 def test_elasticities_hand_checked(bundled):
     model, values = bundled
-    sens = Differentiator(model).gradient(model.evaluate(values), "step_time")
+    # with the achieved FLOP/s given (as SC21 Eq. 4 does), time = T F_tok / (n X)
+    v = dict(values, achieved_flops_per_gpu=140e12)
+    res = model.evaluate(v)
+    sens = differentiator(model).gradient(res, "time_to_train")
     e = sens.elasticities
-    # step_time = F(B, s, l, h, V) / (n * X): exactly -1 in X and in each parallel degree, +1 in B
     assert e["achieved_flops_per_gpu"] == pytest.approx(-1, rel=1e-12)
-    assert e["tp"] == pytest.approx(-1, rel=1e-12)
-    assert e["global_batch"] == pytest.approx(1, rel=1e-12)
+    assert e["train_tokens"] == pytest.approx(1, rel=1e-12)
+    assert e["tp"] == pytest.approx(-1, rel=1e-12) and e["dp"] == pytest.approx(-1, rel=1e-12)
     assert "token" not in e and "flop_per_mac" not in e  # unit constants are not knobs
     assert "recompute" not in e  # categorical inputs have no derivative
-    # F ~ l (24 h^2 + 4 s h) per token at fixed head width: elasticity in layers is the
-    # layers' share of the FLOPs (logits excluded), 1 - V/(16 l h) / (1 + s/6h + V/16lh)
+    assert "gemm_efficiency" not in e  # cut off by the override
+    # F per token ~ 96 l h^2 (1 + s/6h) + 6 h V: the layers' share of the FLOPs
     l, h, s, V = 96, 12288, 2048, 51200
     share = 1 - (V / (16 * l * h)) / (1 + s / (6 * h) + V / (16 * l * h))
     assert e["layers"] == pytest.approx(share, rel=1e-12)
-
-
-def test_intermediate_node_adjoints(bundled):
-    model, values = bundled
-    sens = Differentiator(model).gradient(model.evaluate(values), "step_time")
-    res = model.evaluate(values)
-    # d step_time / d hardware_flops_per_step = 1 / (n * X)
-    n, x = res.scalar("n_gpus"), res.scalar("achieved_flops_per_gpu")
-    assert sens.node_derivatives["hardware_flops_per_step"] == pytest.approx(1 / (n * x), rel=1e-12)
+    # d time / d hardware_flops_per_token = T / (n X)
+    assert sens.node_derivatives["hardware_flops_per_token"] == pytest.approx(300e9 / (1024 * 140e12),
+                                                                             rel=1e-12)
 
 
 def test_overridden_node_is_a_leaf(bundled):
     model, values = bundled
-    v = dict(values, hardware_flops_per_step=1e21)
-    sens = Differentiator(model).gradient(model.evaluate(v), "step_time")
-    assert "hardware_flops_per_step" in sens.derivatives
-    assert "layers" not in sens.derivatives  # cut off by the override
-    assert sens.elasticities["hardware_flops_per_step"] == pytest.approx(1, rel=1e-12)
+    sens = differentiator(model).gradient(model.evaluate(dict(values, step_time=20.0)),
+                                          "tokens_per_second")
+    assert "step_time" in sens.derivatives and "gemm_efficiency" not in sens.derivatives
+    assert sens.elasticities["step_time"] == pytest.approx(-1, rel=1e-12)
 
 
 def test_nonsmooth_points_are_flagged():
@@ -107,7 +118,7 @@ def test_smooth_small_library_matches_finite_differences():
     values = dict(model.defaults(), ranks=48.0, algo=1)
     res = model.evaluate(values)
     for out in ["ring_time", "chosen_time", "best_time"]:
-        sens = Differentiator(model).gradient(res, out)
+        sens = differentiator(model).gradient(res, out)
         for name, dv in sens.derivatives.items():
             fd = central_difference(model, values, out, name)
             assert abs(dv - fd) <= 1e-6 * max(abs(fd), abs(dv), 1e-300), (out, name)
@@ -115,6 +126,26 @@ def test_smooth_small_library_matches_finite_differences():
 
 def test_arrays_are_refused(bundled):
     model, values = bundled
-    res = model.evaluate(dict(values, tp=np.array([1.0, 2.0])))
+    res = model.evaluate(dict(values, gemm_efficiency=np.array([0.5, 0.6])))
     with pytest.raises(Exception, match="one configuration"):
-        Differentiator(model).gradient(res, "step_time")
+        differentiator(model).gradient(res, "step_time")
+
+
+def test_tied_max_follows_one_branch():
+    """min(t, t, u) at t < u has slope 1 in t (sympy's Heaviside form would give 0.25 or 2)."""
+    model = Model(lib_from({"a": """
+    doc: x
+    inputs:
+      span: {unit: s, default: 2, doc: d}
+      other: {unit: s, default: 5, doc: d}
+    nodes:
+      same_span: {expr: span*1, unit: s, doc: d, source: s}
+      fastest: {expr: "min(span, same_span, other)", unit: s, doc: d, source: s}
+      slowest: {expr: "max(other, 2*span, other)", unit: s, doc: d, source: s}
+    """}))
+    d = Differentiator(model)
+    sens = d.gradient(model.evaluate(), "fastest")
+    assert sens.derivatives == {"span": 1.0, "other": 0.0}
+    assert any("tie" in n for n in sens.nonsmooth)
+    sens = d.gradient(model.evaluate({"span": 1.0}), "slowest")
+    assert sens.derivatives == {"span": 0.0, "other": 1.0}
