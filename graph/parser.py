@@ -206,7 +206,7 @@ def _build(n: ast.AST, ctx: _Ctx) -> sp.Basic:
             cls = _CMPOPS.get(type(op))
             if cls is None:
                 raise ctx.fail(n, f"comparison `{type(op).__name__}` is not allowed")
-            rels.append(cls(lhs, rhs))
+            rels.append(cls(lhs, rhs, evaluate=False))
         return rels[0] if len(rels) == 1 else sp.And(*rels)
     if isinstance(n, ast.Call):
         return _call(n, ctx)
@@ -260,10 +260,12 @@ def _call(n: ast.Call, ctx: _Ctx) -> sp.Basic:
         a, b = _value(n.args[1], ctx), _value(n.args[2], ctx)
         return sp.Piecewise((a, cond), (b, True))
     args = [_value(a, ctx) for a in n.args]
+    # evaluate=False: sympy's Max/Min simplification (pairwise comparisons of every
+    # argument) took 60 % of loading the library and reorders what the author wrote
     if fname == "min":
-        return sp.Min(*args)
+        return sp.Min(*args, evaluate=False)
     if fname == "max":
-        return sp.Max(*args)
+        return sp.Max(*args, evaluate=False)
     x = args[0]
     if fname == "ceil":
         return sp.ceiling(x)
