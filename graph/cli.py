@@ -92,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     common(li, scenario=False)
     li.add_argument("--json", action="store_true", help="machine-readable output")
     li.set_defaults(func=cmd_list)
+
+    from .validate import register as _register_validate  # issue 6: logic in flopsheet.validate
+    _register_validate(sub, common=common)
     return p
 
 
@@ -249,11 +252,12 @@ def cmd_list(args) -> int:
 
 def cmd_check(args) -> int:
     lib = load_library(args.formulas)  # parse, names, units, cycles: errors raise here
-    problems, warnings = lint(lib)
     bundled = args.formulas is None
+    reported = _reported_names() if bundled else set()
+    problems, warnings = lint(lib, reported)
     if bundled:
         problems += _check_templates(lib)
-    for w in warnings:
+    for w in sorted(warnings):
         print(f"warning: {w}")
     for p in problems:
         print(f"problem: {p}")
@@ -263,8 +267,20 @@ def cmd_check(args) -> int:
     return 1 if problems else 0
 
 
-def lint(lib: Library) -> tuple[list[str], list[str]]:
-    """Problems (fail `check`) and warnings of a loaded library beyond what loading enforces."""
+def _reported_names() -> set[str]:
+    """Names some bundled scenario prints (its `report:` list)."""
+    names: set[str] = set()
+    for p in sorted((bundled_templates() / "scenarios").glob("*.yaml")):
+        data, _ = read_mapping(p.read_text(encoding="utf-8"), p.name, "scenario")
+        names.update(r for r in data.get("report") or [] if isinstance(r, str))
+    return names
+
+
+def lint(lib: Library, reported: set[str] = frozenset()) -> tuple[list[str], list[str]]:
+    """Problems (fail `check`) and warnings of a loaded library beyond what loading enforces.
+
+    A node no formula uses is fine when it is a headline output or a scenario reports it.
+    """
     problems, warnings = [], []
     for i in lib.inputs.values():
         if not i.source:
@@ -273,9 +289,9 @@ def lint(lib: Library) -> tuple[list[str], list[str]]:
             warnings.append(f"{i.file}:{i.line}: {i.name}: input is used by no formula")
     for n in lib.order:
         node = lib.nodes[n]
-        if lib.graph.out_degree(n) == 0 and n not in HEADLINE:
-            warnings.append(f"{node.file}:{node.line}: {n}: no formula uses this node and it is "
-                            f"not a headline output")
+        if lib.graph.out_degree(n) == 0 and n not in HEADLINE and n not in reported:
+            warnings.append(f"{node.file}:{node.line}: {n}: no formula, headline output or "
+                            f"scenario report uses this node")
     return problems, warnings
 
 

@@ -150,21 +150,50 @@ def _apply(path: Path, sc: Scenario, stack: list[Path]) -> None:
                                 line=lines.get(("report",)))
         sc.report = rep
     default_source = str(data.get("source") or "").strip()
-    values = data.get("values") or {}
+    add_values(sc, data.get("values") or {}, shown, default_source,
+               line_of=lambda name: lines.get(("values", name)), line=lines.get(("values",)))
+
+
+def add_values(sc: Scenario, values, shown: str, default_source: str = "", *,
+               line_of=lambda name: None, line: int | None = None) -> None:
+    """Apply a ``values:`` mapping (plain values or ``{value, source}``) to ``sc``, in order."""
     if not isinstance(values, dict):
-        raise ScenarioError("`values:` must be a mapping of name -> value", file=shown,
-                            line=lines.get(("values",)))
+        raise ScenarioError("`values:` must be a mapping of name -> value", file=shown, line=line)
     for name, v in values.items():
-        line = lines.get(("values", name))
+        vline = line_of(name) or line
         source = default_source
         if isinstance(v, dict):
             extra = set(v) - {"value", "source"}
             if "value" not in v or extra:
                 raise ScenarioError("a value with a citation is {value: ..., source: ...}",
-                                    file=shown, line=line, node=str(name))
+                                    file=shown, line=vline, node=str(name))
             source = str(v.get("source") or default_source)
             v = v["value"]
-        sc.values[str(name)] = Value(v, f"{shown}:{line}" if line else shown, source)
+        sc.values[str(name)] = Value(v, f"{shown}:{vline}" if vline else shown, source)
+
+
+def compose(name: str, shown: str, use: list[str], values: dict, *, near: Path,
+            default_source: str = "", line: int | None = None, doc: str = "") -> Scenario:
+    """A scenario built in memory rather than read from one file (e.g. a validation point).
+
+    ``use`` presets are applied in order exactly as a file's ``use:`` list (references are
+    looked up beside ``near``), then ``values`` override them, as a file's ``values:`` would.
+    """
+    sc = Scenario(name=name, path=shown, doc=doc)
+    if isinstance(use, str):
+        use = [use]
+    if not isinstance(use, list) or not all(isinstance(u, str) for u in use):
+        raise ScenarioError("`use:` must be a list of preset names", file=shown, line=line)
+    here = (near / f"{name}.point").resolve()  # stands for the caller in `use:` loop messages
+    for ref in use:
+        try:
+            sub = find_template(ref, near=near)
+        except ScenarioError as e:
+            raise ScenarioError(e.detail, file=shown, line=line) from None
+        _apply(sub, sc, [here])
+    sc.chain.append(shown)
+    add_values(sc, values or {}, shown, default_source, line=line)
+    return sc
 
 
 def resolve(sc: Scenario, model) -> dict[str, Any]:
@@ -186,4 +215,5 @@ def _split_origin(origin: str):
 
 
 __all__ = ["Scenario", "Value", "load_scenario", "find_template", "resolve", "parse_set",
+           "compose", "add_values",
            "bundled_templates", "FlopsheetError"]
