@@ -213,7 +213,7 @@ def test_every_row_is_within_its_stated_tolerance(report):
 
 #: category -> (median |error| bound, worst |error| bound); measured when written in the comment
 CATEGORY_BOUNDS = {
-    "training": (0.10, 2.25),     # median 8.4 %, worst +216 % (Qwen3-30B-A3B, fine-grained MoE)
+    "training": (0.06, 1.85),     # median 5.1 %, worst +177 % (Qwen3-30B-A3B, fine-grained MoE)
     "memory": (0.005, 0.02),      # median 0.0 %, worst -1.3 % (ZeRO-3: Fig. 1 rounds 1.875 GB to 1.9)
     "collective": (0.075, 0.25),  # median 6.2 %, worst +22.8 % (A100 128 MiB)
 }
@@ -224,9 +224,9 @@ FAMILY_BOUNDS = {
     ("korthikanti-2022", "memory"): (0.001, 0.003),     # 0.0 %, +0.02 %
     ("zero", "memory"): (0.005, 0.02),                  # 0.1 %, -1.3 %
     ("mpt-llm-foundry", "training"): (0.08, 0.18),      # 6.4 %, +15.9 %
-    ("megatron-core-h100", "training"): (0.24, 0.34),   # 21.2 %, +31.3 % (H100 BF16, all optimistic)
-    ("nemo-24.07", "training"): (0.33, 0.56),           # 30.4 %, +53.2 % (H100 FP8, all optimistic)
-    ("megatron-bridge", "training"): (0.49, 2.30),      # 45.6 %, +216 %
+    ("megatron-core-h100", "training"): (0.05, 0.10),   # 4.2 %, -9.3 % (the H100 gemm_efficiency fit set)
+    ("nemo-24.07", "training"): (0.08, 0.26),           # 6.5 %, +23.7 % (held out from that fit)
+    ("megatron-bridge", "training"): (0.19, 1.85),      # 17.4 %, +177 % (held out)
     ("nccl-tests", "collective"): (0.075, 0.25),        # 6.2 %, +22.8 %
 }
 
@@ -254,12 +254,12 @@ def test_every_compared_family_has_bounds(report, points):
     assert pairs == set(FAMILY_BOUNDS)
 
 
-def test_h100_points_are_all_optimistic_a_calibration_signal(report):
-    """Every H100 training point is predicted faster than measured except where communication is
-    counted exposed (DeepSeek-V3): the A100-calibrated gemm_efficiency is too high for H100."""
+def test_hopper_calibration_transfers_to_held_out_families(report):
+    """gemm_efficiency for H100 is fitted on Megatron-Core only (templates/hardware); the NeMo
+    points, FP8 and other models, stay within 25 % (they were +17 to +53 % with the A100 value)."""
     for r in report.rows:
-        if r.point.family in ("megatron-core-h100", "nemo-24.07") and r.expect.counted:
-            assert r.error > 0.10, (r.point.id, r.error)
+        if r.point.family == "nemo-24.07" and r.expect.counted:
+            assert abs(r.error) < 0.25, (r.point.id, r.error)
 
 
 # --- output and loading --------------------------------------------------------------------------
