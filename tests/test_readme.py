@@ -26,3 +26,12 @@ def test_ci_runs_the_readme_test_command():
     assert len(blocks) == 2, "README gives exactly two set-up commands"
     ci = (ROOT / ".ci" / "run").read_text()
     assert blocks[1].strip() in ci
+
+
+def test_accuracy_section_is_current():
+    """README's tables are `flopsheet validate --markdown`, not typed by hand."""
+    from flopsheet.validate import CATEGORIES, Validator, load_points, markdown
+    block = README.split("<!-- accuracy:start -->", 1)[1].split("<!-- accuracy:end -->", 1)[0]
+    report = Validator().run(load_points())
+    assert block.strip() == markdown(report, CATEGORIES).strip(), \
+        "README accuracy tables are stale: paste the output of `flopsheet validate --markdown`"
