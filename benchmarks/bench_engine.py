@@ -246,7 +246,8 @@ def build_breakdown(raw, lib):
 
 
 def sweep(model, info, n_configs, chunk, keep, seed=7):
-    """Evaluate n_configs random configurations in chunks; keep a few outputs."""
+    """Evaluate n_configs random configurations in chunks; keep a few outputs (intermediate
+    arrays are freed after their last use)."""
     t_in = time.perf_counter()
     values = synth_library.sample_configs(info, n_configs, seed=seed)
     t_in = time.perf_counter() - t_in
@@ -257,7 +258,7 @@ def sweep(model, info, n_configs, chunk, keep, seed=7):
     for lo in range(0, n_configs, chunk):
         hi = min(lo + chunk, n_configs)
         part = {k: v[lo:hi] for k, v in values.items()}
-        res = model.evaluate(part)
+        res = model.evaluate(part, outputs=keep, keep_intermediates=False)
         for k in keep:
             out[k][lo:hi] = res[k]
         del res

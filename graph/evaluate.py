@@ -212,11 +212,14 @@ class Model:
 
     # ------------------------------------------------------------- evaluation
     def evaluate(self, values: Mapping[str, Any] | None = None, *,
-                 outputs: Iterable[str] | None = None, check: bool = True) -> Result:
+                 outputs: Iterable[str] | None = None, check: bool = True,
+                 keep_intermediates: bool = True) -> Result:
         """Evaluate with ``values`` (already encoded; missing inputs take defaults).
 
         A value given for a node overrides its formula. With ``outputs``, only
-        what those names need is evaluated.
+        what those names need is evaluated; with ``keep_intermediates=False`` as
+        well, each intermediate array is freed after its last use (a million
+        configurations then hold a few arrays at a time, not one per node).
         """
         lib = self.lib
         env: dict[str, Any] = self.defaults()
@@ -238,6 +241,14 @@ class Model:
                 need.add(o)
                 need |= lib.ancestors(o)
             order = [n for n in order if n in need]
+        free = not keep_intermediates and outputs is not None
+        if free:
+            keep = set(outputs)
+            uses = {n: 0 for n in order}
+            for n in order:
+                for d in lib.nodes[n].deps:
+                    if d in uses:
+                        uses[d] += 1
         with np.errstate(all="ignore"):
             for name in order:
                 if name in overridden:
@@ -247,6 +258,12 @@ class Model:
                 if check and not node.is_bool:
                     self._check_finite(name, val, env)
                 env[name] = val
+                if free:
+                    for d in node.deps:
+                        if d in uses:
+                            uses[d] -= 1
+                            if uses[d] == 0 and d not in keep:
+                                del env[d]
         return Result(env, frozenset(overridden))
 
     def _check_finite(self, name, val, env):
