@@ -95,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
 
     from .validate import register as _register_validate  # issue 6: logic in flopsheet.validate
     _register_validate(sub, common=common)
+
+    # --- Excel exports (issue 3): run --xlsx, export, import-xlsx; logic in flopsheet.exports ---
+    from .exports.cli_excel import register as _register_excel
+    _register_excel(sub, run_parser=r, common=common, default_scenario=DEFAULT_SCENARIO)
+    # --- end Excel exports ---
     return p
 
 
@@ -137,6 +142,9 @@ def cmd_run(args) -> int:
     outs = _outputs(args, lib, sc)
     res = model.evaluate(values, outputs=outs)
     n_cfg = _n_configs(res, values)
+    if getattr(args, "xlsx", None):  # --- Excel export (issue 3) ---
+        from .exports.cli_excel import run_xlsx
+        run_xlsx(args, lib, model, sc, values, outputs=outs)
     if args.json:
         _print_json({"scenario": sc.name, "file": sc.path, "doc": sc.doc, "configs": n_cfg,
                      "presets": sc.chain,

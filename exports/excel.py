@@ -1,0 +1,779 @@
+"""Excel workbooks with live formulas: one sheet per formula file, every quantity a formula.
+
+Layout (sheet order):
+
+``Outputs``
+    the scenario's reported quantities, each ``=node`` pointing at its node,
+    with unit, a display-unit column and a description. Opened first.
+``Inputs``
+    one row per input: name, value (a cell carrying the workbook-level defined
+    name equal to the input's name, input-styled, drop-down for choices,
+    validation for bounds), unit, allowed values, where the value came from
+    (default / preset file:line / ``--set``), the value's citation, doc, and
+    where the input is declared.
+one sheet per formula file (``model-transformer``, ...)
+    one row per node: name, value (a **live formula** in terms of defined
+    names, e.g. ``=layers*params_per_layer+embedding_params``; the cell is
+    named after the node), unit, display value, the formula as written in the
+    YAML, doc, source, declaration. A node the scenario overrides becomes an
+    input-styled number with a comment quoting the formula it replaced.
+``Sensitivity``
+    elasticities of the main outputs with respect to every input, as **live
+    formulas**: exact derivatives chained over the graph on two helper sheets,
+    ``Partials`` (one row per edge: d node / d dependency, printed from sympy)
+    and ``Adjoints`` (reverse-mode accumulation, one column per output).
+``About``
+    flopsheet version, scenario, presets, formula-library hash, date, and how
+    to recalculate.
+
+All values are in coherent base units (s, byte, FLOP, token, USD, ...); the
+unit column says which. Text cells are always stored as text, never as
+formulas, whatever they start with (``=``, ``+``, ``-``, ``@``): a hostile
+``doc:`` cannot inject a formula.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import re
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import sympy as sp
+
+from flopsheet import __version__, units
+from flopsheet.audit import origin as value_origin
+from flopsheet.audit import value_source
+from flopsheet.errors import FlopsheetError
+from flopsheet.evaluate import Model, Result
+from flopsheet.library import Library
+from flopsheet.parser import symbol
+from flopsheet.scenario import Scenario, resolve
+
+from .printer import ExcelPrintError, check_choices, number, print_sympy, print_tree
+
+#: Sheet names the exporter uses itself (formula sheets never take them).
+OUTPUTS, INPUTS, SENSITIVITY, PARTIALS, ADJOINTS, ABOUT = (
+    "Outputs", "Inputs", "Sensitivity", "Partials", "Adjoints", "About")
+LISTS = "Lists"
+RESERVED_SHEETS = {OUTPUTS, INPUTS, SENSITIVITY, PARTIALS, ADJOINTS, ABOUT, LISTS, "History"}
+
+#: The Sensitivity sheet covers at most this many outputs (the first of the Outputs sheet).
+MAX_SENSITIVITY_OUTPUTS = 40
+
+#: First data row of the table sheets (row 1: title, row 2: headers).
+FIRST_ROW = 3
+MAX_TEXT = 32767  # Excel's limit for one cell's text
+
+SCI = "0.000E+00"
+INT = "#,##0"
+
+RECALC_HELP = (
+    "Excel: the workbook is flagged to recalculate fully when opened; force it with "
+    "Ctrl+Alt+F9. LibreOffice Calc: Data > Calculate > Recalculate Hard (Ctrl+Shift+F9), or "
+    "set Tools > Options > LibreOffice Calc > Formula > Recalculation on file load: Always. "
+    "Edit the yellow Input cells (base units, see the unit column); every other number is a "
+    "formula. Re-run the edited inputs in Python: flopsheet import-xlsx THIS.xlsx -o "
+    "edited.yaml && flopsheet run edited.yaml")
+
+
+class ExcelExportError(FlopsheetError):
+    """The scenario cannot be exported as a workbook (e.g. arrays of values)."""
+
+
+@dataclass
+class ExportInfo:
+    """What was written: the path, sheet names and where each named value lives."""
+
+    path: Path
+    sheets: list[str]
+    cells: dict[str, tuple[str, str]]  # defined name -> (sheet, "B3")
+    result: Result
+    outputs: list[str]
+    sensitivity_outputs: list[str]
+    formulas: int = 0
+    snapshots: list[str] = field(default_factory=list)  # derivatives written as numbers
+    near_ties: dict[str, str] = field(default_factory=dict)  # node -> why (see near_ties)
+
+
+# --------------------------------------------------------------------- helpers
+_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def put_text(ws, row: int, col: int, text: Any, **style):
+    """Write text that stays text: never a formula, whatever its first character."""
+    s = _ILLEGAL.sub("\ufffd", str(text))
+    if len(s) > MAX_TEXT:
+        s = s[: MAX_TEXT - 1] + "\u2026"
+    c = ws.cell(row=row, column=col)
+    c.value = s
+    c.data_type = "s"  # openpyxl made `=...` a formula; a text cell it is
+    _style(c, **style)
+    return c
+
+
+def put_formula(ws, row: int, col: int, formula: str, **style):
+    c = ws.cell(row=row, column=col)
+    c.value = "=" + formula
+    _style(c, **style)
+    return c
+
+
+def put_number(ws, row: int, col: int, value: float, **style):
+    c = ws.cell(row=row, column=col)
+    c.value = _cell_number(value)
+    _style(c, **style)
+    return c
+
+
+def _cell_number(v) -> int | float | bool:
+    a = np.asarray(v)
+    if a.dtype == bool:
+        return bool(a)
+    x = float(a)
+    if x.is_integer() and abs(x) < 2 ** 53:
+        return int(x)
+    return x
+
+
+def _style(c, *, named=None, fmt=None, bold=False, font=None, fill=None, wrap=False):
+    from openpyxl.styles import Alignment, Font
+    if named:
+        c.style = named
+    if fmt:
+        c.number_format = fmt
+    if bold:
+        c.font = Font(bold=True)
+    if font is not None:
+        c.font = font
+    if fill is not None:
+        c.fill = fill
+    if wrap:
+        c.alignment = Alignment(wrap_text=True, vertical="top")
+
+
+def number_format(value, dim) -> str:
+    """A sensible format: scientific for FLOPs and very large or small values, grouped
+    integers for counts, General otherwise."""
+    a = np.asarray(value)
+    if a.dtype == bool or dim == units.BOOL:
+        return "General"
+    x = float(a)
+    if "FLOP" in units.dim_str(dim) and x != 0:
+        return SCI
+    if x != 0 and (abs(x) >= 1e9 or abs(x) < 1e-3):
+        return SCI
+    if x.is_integer():
+        return INT
+    return "General"
+
+
+def sheet_names(lib: Library) -> dict[str, str]:
+    """Formula file topic -> sheet name: at most 31 characters, unique (case-insensitively),
+    none of Excel's forbidden characters, never one of the exporter's own sheet names."""
+    used = {s.lower() for s in RESERVED_SHEETS}
+    out = {}
+    for f in lib.files:
+        base = re.sub(r"[\[\]:*?/\\]", "-", f.topic).strip("'") or "sheet"
+        name = base[:31]
+        k = 2
+        while name.lower() in used:
+            suffix = f"~{k}"
+            name = base[: 31 - len(suffix)] + suffix
+            k += 1
+        used.add(name.lower())
+        out[f.topic] = name
+    return out
+
+
+def _ref(sheet: str, coord: str) -> str:
+    col, row = re.match(r"([A-Z]+)(\d+)", coord).groups()
+    return "'" + sheet.replace("'", "''") + f"'!${col}${row}"
+
+
+def _display(item) -> tuple[str, float] | None:
+    if not getattr(item, "display", None):
+        return None
+    _, factor = units.parse_unit(item.display)
+    return item.display, float(factor)
+
+
+def default_date() -> str:
+    """Export date (UTC, ISO); ``SOURCE_DATE_EPOCH`` fixes it for reproducible files."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch and epoch.strip().isdigit():
+        t = _dt.datetime.fromtimestamp(int(epoch), tz=_dt.timezone.utc)
+    else:
+        t = _dt.datetime.now(tz=_dt.timezone.utc)
+    return t.date().isoformat()
+
+
+def default_outputs(lib: Library, sc: Scenario | None) -> list[str]:
+    if sc is not None and sc.report:
+        return [n for n in sc.report if n in lib]
+    from flopsheet.cli import HEADLINE
+    return [n for n in HEADLINE if n in lib]
+
+
+#: Closeness under which spreadsheets and Python may disagree: LibreOffice treats numbers
+#: within 2**-48 (3.6e-15) relative as equal in comparisons and snaps near-integer quotients
+#: in MOD; Excel compares to 15 significant digits. Flag a margin above that.
+NEAR_TIE = 1e-13
+
+_TIE_PROBES: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDictionary()
+
+
+def near_ties(lib: Library, result: Result) -> dict[str, str]:
+    """Nodes whose formula, at these values, compares two nearly equal numbers (``==``,
+    ``<`` ... on a near-tie) or takes ``%`` of a near-integer quotient. Python decides these
+    exactly, spreadsheets to ~15 digits, so the two may take different branches here.
+    Returns node -> explanation."""
+    from flopsheet.evaluate import compile_expr
+    probes = _TIE_PROBES.setdefault(lib, {})
+    choice_syms = {symbol(n) for n, i in lib.inputs.items() if i.is_choice}
+    out: dict[str, str] = {}
+    for name in lib.order:
+        if name in result.overridden:
+            continue
+        node = lib.nodes[name]
+        if name not in probes:
+            found = []
+            for atom in sp.preorder_traversal(node.expr):
+                if isinstance(atom, sp.core.relational.Relational) and not (
+                        atom.free_symbols & choice_syms):
+                    found.append(("cmp", str(atom), compile_expr(node.deps, atom.lhs),
+                                  compile_expr(node.deps, atom.rhs)))
+                elif isinstance(atom, sp.Mod):
+                    found.append(("mod", str(atom), compile_expr(node.deps, atom.args[0]),
+                                  compile_expr(node.deps, atom.args[1])))
+            probes[name] = found
+        if not probes[name]:
+            continue
+        args = [result.values[d] for d in node.deps]
+        for kind, text, fa, fb in probes[name]:
+            with np.errstate(all="ignore"):
+                a, b = float(np.asarray(fa(*args))), float(np.asarray(fb(*args)))
+            if not (math.isfinite(a) and math.isfinite(b)):
+                continue
+            if kind == "cmp":
+                if a != b and abs(a - b) <= NEAR_TIE * max(abs(a), abs(b)):
+                    out[name] = (f"`{text}` compares {a!r} with {b!r}, equal to 13 digits")
+                    break
+            elif b != 0:
+                q = a / b
+                if q != round(q) and abs(q - round(q)) <= NEAR_TIE * max(1.0, abs(q)):
+                    out[name] = f"`{text}` divides to {q!r}, an integer to 13 digits"
+                    break
+    return out
+
+
+#: Library -> {(node, dependency): (sympy partial, Excel text or the print error)}.
+_PARTIALS: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDictionary()
+
+
+def _diff_form(expr):
+    """The form the engine differentiates (max/min replaced by first-winner functions)."""
+    from flopsheet import sensitivity as S
+    argmax = getattr(S, "_argmax_form", None)
+    return argmax(expr) if argmax else expr
+
+
+def _partial_expr(form, dep: str):
+    """d expr / d dep exactly as the engine's Differentiator forms it (graph/sensitivity.py):
+    ceil/floor steps as 0, max/min through the first winning argument. ``form`` is
+    :func:`_diff_form` of the expression."""
+    from flopsheet import sensitivity as S
+    d = S._strip_step_derivatives(sp.diff(form, symbol(dep)))
+    for name, back in (("_FirstMax", sp.Max), ("_FirstMin", sp.Min)):
+        cls = getattr(S, name, None)
+        if cls is not None:
+            d = d.replace(cls, back)
+    return _clean(d)
+
+
+def _clean(expr):
+    """``Subs(0, x, ...)`` left behind when step derivatives are zeroed -> its value."""
+    return expr.replace(lambda a: isinstance(a, sp.Subs) and a.expr.is_Number,
+                        lambda a: a.expr)
+
+
+# ----------------------------------------------------------------------- export
+def export_workbook(path: str | os.PathLike, lib: Library, sc: Scenario | None = None, *,
+                    model: Model | None = None, values: Mapping[str, Any] | None = None,
+                    outputs: Iterable[str] | None = None, sensitivity: bool = True,
+                    date: str | None = None) -> ExportInfo:
+    """Write the workbook of scenario ``sc`` (or the library defaults) to ``path``.
+
+    ``values`` are encoded scenario values (default: ``resolve(sc, model)``);
+    ``outputs`` the quantities of the Outputs sheet (default: the scenario's
+    ``report:`` list, else the headline outputs).
+    """
+    from openpyxl import Workbook
+
+    model = model or Model(lib)
+    if values is None:
+        values = resolve(sc, model) if sc is not None else {}
+    for k, v in values.items():
+        if np.ndim(v) != 0:
+            raise ExcelExportError("a workbook holds one configuration, but this value is a "
+                                   f"list of {np.size(v)}; pick one with --set {k}=VALUE",
+                                   node=k)
+    check_choices({n: i.choices for n, i in lib.inputs.items() if i.is_choice})
+    result = model.evaluate(values)
+    outs = list(outputs) if outputs is not None else default_outputs(lib, sc)
+    for o in outs:
+        lib.item(o)
+    names = sheet_names(lib)
+
+    ties = near_ties(lib, result)
+    wb = Workbook()
+    wb.remove(wb.active)
+    w = _Writer(wb, lib, sc, model, result, names)
+    w.ties = ties
+    w.outputs_sheet = wb.create_sheet(OUTPUTS)
+    w.inputs()
+    for f in lib.files:
+        w.formula_sheet(f)
+    w.outputs(outs)
+    sens_outs: list[str] = []
+    if sensitivity:
+        sens_outs = [o for o in outs if o in lib.nodes and not lib.nodes[o].is_bool]
+        sens_outs = sens_outs[:MAX_SENSITIVITY_OUTPUTS]
+        if sens_outs:
+            w.sensitivity(sens_outs)
+    w.about(outs, sens_outs, date or default_date())
+    wb.active = 0
+    wb.calculation.fullCalcOnLoad = True
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    wb.save(path)
+    return ExportInfo(path=path, sheets=list(wb.sheetnames), cells=w.cells, result=result,
+                      outputs=outs, sensitivity_outputs=sens_outs, formulas=w.n_formulas,
+                      snapshots=w.snapshots, near_ties=ties)
+
+
+class _Writer:
+    def __init__(self, wb, lib: Library, sc, model: Model, result: Result, names):
+        from openpyxl.styles import Font, PatternFill
+        self.wb, self.lib, self.sc, self.model, self.result = wb, lib, sc, model, result
+        self.sheet_of_topic = names
+        self.cells: dict[str, tuple[str, str]] = {}
+        self.n_formulas = 0
+        self.snapshots: list[str] = []
+        self.choices = {n: i.choices for n, i in lib.inputs.items() if i.is_choice}
+        self.head_font = Font(bold=True, color="FFFFFF")
+        self.head_fill = PatternFill("solid", fgColor="44546A")
+        self.title_font = Font(bold=True, size=13)
+        self.snap_fill = PatternFill("solid", fgColor="FCE4D6")
+        self.outputs_sheet = None
+        self.ties: dict[str, str] = {}
+
+    # ------------------------------------------------------------- plumbing
+    def name(self, ws, name: str, coord: str) -> None:
+        from openpyxl.workbook.defined_name import DefinedName
+        self.wb.defined_names[name] = DefinedName(name, attr_text=_ref(ws.title, coord))
+        self.cells[name] = (ws.title, coord)
+
+    def formula(self, ws, row, col, text, **style):
+        self.n_formulas += 1
+        return put_formula(ws, row, col, text, **style)
+
+    def table(self, ws, title: str, doc: str, headers: list[str], widths: list[int]):
+        put_text(ws, 1, 1, title, font=self.title_font)
+        put_text(ws, 1, 2, doc)
+        for j, h in enumerate(headers, start=1):
+            put_text(ws, 2, j, h, font=self.head_font, fill=self.head_fill)
+        from openpyxl.utils import get_column_letter
+        for j, wdt in enumerate(widths, start=1):
+            ws.column_dimensions[get_column_letter(j)].width = wdt
+
+    def finish(self, ws, ncols: int, last_row: int, freeze="B3"):
+        from openpyxl.utils import get_column_letter
+        ws.freeze_panes = freeze
+        ws.auto_filter.ref = f"A2:{get_column_letter(ncols)}{max(last_row, 2)}"
+
+    def display_cells(self, ws, row, col, name, item):
+        disp = _display(item)
+        if disp is None or (name in self.lib.nodes and self.lib.nodes[name].is_bool):
+            return
+        unit, factor = disp
+        self.formula(ws, row, col, f"{name}/{number(factor)}" if factor != 1 else name,
+                     fmt=number_format(float(np.asarray(self.result[name])) / factor,
+                                       units.DIMENSIONLESS))
+        put_text(ws, row, col + 1, unit)
+
+    # --------------------------------------------------------------- Inputs
+    def inputs(self) -> None:
+        from openpyxl.worksheet.datavalidation import DataValidation
+        lib, res = self.lib, self.result
+        ws = self.wb.create_sheet(INPUTS)
+        headers = ["name", "value", "unit", "shown", "shown unit", "allowed", "from",
+                   "value source", "doc", "declared in", "sheet"]
+        self.table(ws, "Inputs", "Leaves of the calculation graph. Edit the value column "
+                   "(input-styled cells, coherent base units as the unit column says); each value "
+                   "cell is the defined name of its input, which the formulas use.",
+                   headers, [26, 16, 10, 12, 8, 22, 30, 40, 60, 34, 20])
+        row = FIRST_ROW
+        lists: dict[tuple, DataValidation] = {}
+        for f in lib.files:
+            for n in f.inputs:
+                inp = lib.inputs[n]
+                put_text(ws, row, 1, n, bold=True)
+                coord = f"B{row}"
+                if inp.is_choice:
+                    text = inp.choices[int(np.asarray(res[n]))]
+                    put_text(ws, row, 2, text, named="Input")
+                    key = tuple(inp.choices)
+                    dv = lists.get(key)
+                    if dv is None:
+                        dv = lists[key] = self.choice_validation(inp.choices)
+                        ws.add_data_validation(dv)
+                    dv.add(coord)
+                    allowed = " | ".join(inp.choices)
+                else:
+                    v = res[n]
+                    put_number(ws, row, 2, v, named="Input", fmt=number_format(v, inp.dim))
+                    allowed = self.bounds_text(inp)
+                    dv = self.bounds_validation(inp)
+                    if dv is not None:
+                        ws.add_data_validation(dv)
+                        dv.add(coord)
+                    self.display_cells(ws, row, 4, n, inp)
+                self.name(ws, n, coord)
+                put_text(ws, row, 3, "choice" if inp.is_choice else inp.unit)
+                put_text(ws, row, 6, allowed)
+                org = value_origin(lib, self.sc, n)
+                put_text(ws, row, 7, "default" if org.startswith("default") else org)
+                put_text(ws, row, 8, value_source(lib, self.sc, n))
+                put_text(ws, row, 9, inp.doc)
+                put_text(ws, row, 10, f"{inp.file}:{inp.line}")
+                put_text(ws, row, 11, self.sheet_of_topic[f.topic])
+                row += 1
+        self.finish(ws, len(headers), row - 1)
+
+    def choice_validation(self, choices):
+        from openpyxl.worksheet.datavalidation import DataValidation
+        text = ",".join(choices)
+        if len(text) <= 250:
+            formula = f'"{text}"'
+        else:  # Excel caps inline lists at 255 characters: use a range on a hidden sheet
+            ws = self.wb[LISTS] if LISTS in self.wb.sheetnames else self.wb.create_sheet(LISTS)
+            ws.sheet_state = "hidden"
+            col = ws.max_column + 1 if ws.max_row > 1 or ws["A1"].value is not None else 1
+            from openpyxl.utils import get_column_letter
+            for i, c in enumerate(choices, start=1):
+                put_text(ws, i, col, c)
+            letter = get_column_letter(col)
+            formula = f"'{LISTS}'!${letter}$1:${letter}${len(choices)}"
+        return DataValidation(type="list", formula1=formula, allow_blank=False,
+                              showErrorMessage=True, errorTitle="Not a choice",
+                              error="Pick one of the listed choices.")
+
+    @staticmethod
+    def bounds_text(inp) -> str:
+        lo, hi = inp.bounds
+        parts = []
+        if lo is not None or hi is not None:
+            if lo is not None and lo == hi:
+                parts.append(f"fixed at {number(lo)}")
+            else:
+                parts.append(f"[{'-inf' if lo is None else number(lo)}, "
+                             f"{'inf' if hi is None else number(hi)}]")
+        if inp.integer:
+            parts.append("whole number")
+        return ", ".join(parts)
+
+    @staticmethod
+    def bounds_validation(inp):
+        from openpyxl.worksheet.datavalidation import DataValidation
+        lo, hi = inp.bounds
+        if lo is None and hi is None and not inp.integer:
+            return None
+        kind = "whole" if inp.integer else "decimal"
+        if lo is not None and hi is not None:
+            dv = DataValidation(type=kind, operator="between", formula1=number(lo),
+                                formula2=number(hi))
+        elif lo is not None:
+            dv = DataValidation(type=kind, operator="greaterThanOrEqual", formula1=number(lo))
+        elif hi is not None:
+            dv = DataValidation(type=kind, operator="lessThanOrEqual", formula1=number(hi))
+        else:
+            dv = DataValidation(type=kind, operator="between", formula1="-1E+15",
+                                formula2="1E+15")
+        dv.showErrorMessage = True
+        dv.errorTitle = "Out of bounds"
+        dv.error = f"Allowed: {_Writer.bounds_text(inp)}"
+        return dv
+
+    # --------------------------------------------------------- formula sheets
+    def formula_sheet(self, f) -> None:
+        from openpyxl.comments import Comment
+        lib, res = self.lib, self.result
+        ws = self.wb.create_sheet(self.sheet_of_topic[f.topic])
+        headers = ["name", "value", "unit", "shown", "shown unit", "formula (YAML)", "from",
+                   "doc", "source", "declared in"]
+        self.table(ws, f.topic, f.doc, headers, [30, 16, 12, 12, 8, 60, 16, 60, 50, 34])
+        row = FIRST_ROW
+        for n in f.nodes:
+            node = lib.nodes[n]
+            put_text(ws, row, 1, n, bold=True)
+            coord = f"B{row}"
+            v = res[n]
+            fmt = number_format(v, node.dim)
+            if n in res.overridden:
+                try:
+                    replaced = "=" + print_tree(node.parsed.tree, choices=self.choices, node=n,
+                                                file=node.file, line=node.line)
+                except ExcelPrintError:
+                    replaced = node.parsed.text
+                org = value_origin(lib, self.sc, n)
+                c = put_number(ws, row, 2, v, named="Input", fmt=fmt)
+                c.comment = Comment(f"Overridden by the scenario ({org}): this number replaces "
+                                    f"the formula {replaced}", "flopsheet")
+                put_text(ws, row, 7, f"overridden: {org}")
+            else:
+                text = print_tree(node.parsed.tree, choices=self.choices, node=n,
+                                  file=node.file, line=node.line)
+                c = self.formula(ws, row, 2, text, named="Calculation", fmt=fmt)
+                put_text(ws, row, 7, "formula")
+                if n in self.ties:
+                    c.comment = Comment(
+                        f"Near-tie at the exported values: {self.ties[n]}. Spreadsheets compare "
+                        f"to about 15 significant digits, flopsheet exactly, so this cell may "
+                        f"take a different branch than flopsheet's value "
+                        f"({_cell_number(v)!r}).", "flopsheet")
+                    put_text(ws, row, 7, "formula (near-tie, see comment)")
+            self.name(ws, n, coord)
+            put_text(ws, row, 3, node.unit)
+            self.display_cells(ws, row, 4, n, node)
+            put_text(ws, row, 6, node.parsed.text)
+            put_text(ws, row, 8, node.doc)
+            put_text(ws, row, 9, node.source)
+            put_text(ws, row, 10, f"{node.file}:{node.line}")
+            row += 1
+        self.finish(ws, len(headers), row - 1)
+
+    # ---------------------------------------------------------------- Outputs
+    def outputs(self, outs: list[str]) -> None:
+        lib, res = self.lib, self.result
+        ws = self.outputs_sheet
+        title = "Outputs"
+        doc = (f"Scenario {self.sc.name}: {self.sc.doc}" if self.sc is not None
+               else "Library defaults (no scenario).")
+        headers = ["name", "value", "unit", "shown", "shown unit", "doc", "sheet"]
+        self.table(ws, title, doc + " Every value is a live formula pointing at its node.",
+                   headers, [30, 18, 12, 14, 8, 70, 22])
+        row = FIRST_ROW
+        for n in outs:
+            item = lib.item(n)
+            put_text(ws, row, 1, n, bold=True)
+            fmt = number_format(res[n], item.dim)
+            self.formula(ws, row, 2, n, named="Output", fmt=fmt)
+            put_text(ws, row, 3, "choice" if getattr(item, "is_choice", False) else item.unit)
+            self.display_cells(ws, row, 4, n, item)
+            note = " (overridden by the scenario)" if n in res.overridden else ""
+            put_text(ws, row, 6, item.doc + note)
+            topic = next(f.topic for f in lib.files if n in f.nodes or n in f.inputs)
+            put_text(ws, row, 7, INPUTS if n in lib.inputs else self.sheet_of_topic[topic])
+            row += 1
+        self.finish(ws, len(headers), row - 1)
+
+    # ------------------------------------------------------------ Sensitivity
+    def sensitivity(self, outs: list[str]) -> None:
+        from openpyxl.comments import Comment
+        from openpyxl.utils import get_column_letter
+        from flopsheet.sensitivity import Differentiator
+
+        lib, res = self.lib, self.result
+        diff = Differentiator(self.model)
+        choice = set(self.choices)
+        pinned = {n for n, i in lib.inputs.items()
+                  if i.bounds[0] is not None and i.bounds[0] == i.bounds[1]}
+        scopes = {o: lib.ancestors(o) | {o} for o in outs}
+        union = set().union(*scopes.values())
+        try:
+            notes = diff.nonsmooth(res, union)
+        except Exception as e:  # noqa: BLE001 - the sheet stays useful without the notes
+            notes = [f"the Python engine could not check for non-smooth points "
+                     f"({type(e).__name__}: {str(e)[:200]})"]
+        cache = _PARTIALS.setdefault(lib, {})
+
+        # Partials: one row per edge (node -> dependency) the gradients use
+        wp = self.wb.create_sheet(PARTIALS)
+        self.table(wp, "Partials", "Helper for Sensitivity: the partial derivative of each node "
+                   "with respect to each quantity its formula uses, as live formulas (exact, "
+                   "from sympy; ceil/floor steps count as 0, max/min take the larger/smaller "
+                   "argument's branch, 1/2 at a tie).",
+                   ["node", "with respect to", "partial derivative", "as sympy"],
+                   [30, 30, 24, 80])
+        edge_row: dict[tuple[str, str], int] = {}
+        row = FIRST_ROW
+        for n in lib.order:
+            if n not in union or n in res.overridden or lib.nodes[n].is_bool:
+                continue  # conditions have no derivative; their users' branches do
+            node = lib.nodes[n]
+            form = None
+            for d in node.deps:
+                if d in choice or d in pinned or (d in lib.nodes and lib.nodes[d].is_bool):
+                    continue
+                key = (n, d)
+                if key not in cache:
+                    if form is None:
+                        form = _diff_form(node.expr)
+                    expr = _partial_expr(form, d)
+                    try:
+                        text = print_sympy(expr, choices=self.choices, node=n, file=node.file,
+                                           line=node.line) if expr != 0 else None
+                    except ExcelPrintError as e:
+                        text = e
+                    cache[key] = (expr, text)
+                expr, text = cache[key]
+                if expr == 0:
+                    continue
+                put_text(wp, row, 1, n)
+                put_text(wp, row, 2, d)
+                if isinstance(text, str):
+                    self.formula(wp, row, 3, text, fmt="General")
+                else:
+                    e = text
+                    args = [res[x] for x in node.deps]
+                    try:
+                        with np.errstate(all="ignore"):
+                            val = float(diff.partial(n, d)(*args))
+                    except Exception:  # noqa: BLE001 - not even Python can evaluate it
+                        val = None
+                    if val is not None and math.isfinite(val):
+                        c = put_number(wp, row, 3, val, fill=self.snap_fill)
+                        why = "Snapshot at export, not a live formula"
+                    else:
+                        c = self.formula(wp, row, 3, "NA()", fill=self.snap_fill)
+                        why = "Not available"
+                    c.comment = Comment(f"{why}: {e.detail}", "flopsheet")
+                    self.snapshots.append(f"d {n} / d {d} ({why.lower()})")
+                put_text(wp, row, 4, str(expr))
+                edge_row[(n, d)] = row
+                row += 1
+        self.finish(wp, 4, row - 1, freeze="C3")
+
+        # Adjoints: d output / d x for every x in scope, accumulated in reverse order
+        wa = self.wb.create_sheet(ADJOINTS)
+        cols = {o: get_column_letter(3 + j) for j, o in enumerate(outs)}
+        self.table(wa, "Adjoints", "Helper for Sensitivity: derivative of each output (column) "
+                   "with respect to each quantity (row), by reverse-mode accumulation over the "
+                   "graph: the sum over the quantity's users of (user's derivative) x (partial "
+                   "on the Partials sheet). Overridden nodes are leaves.",
+                   ["quantity", "kind"] + [f"d {o}" for o in outs], [30, 10] + [18] * len(outs))
+        rows_names = [n for n in reversed(lib.order) if n in union and not lib.nodes[n].is_bool]
+        rows_names += [n for n in lib.inputs if n in union and n not in choice and n not in pinned]
+        arow = {n: FIRST_ROW + i for i, n in enumerate(rows_names)}
+        users: dict[str, list[str]] = {n: [] for n in rows_names}
+        for (n, d) in edge_row:
+            if d in users:
+                users[d].append(n)
+        for n in rows_names:
+            r = arow[n]
+            put_text(wa, r, 1, n)
+            put_text(wa, r, 2, "input" if n in lib.inputs else
+                     ("overridden" if n in res.overridden else "node"))
+            for o in outs:
+                col = 3 + outs.index(o)
+                if n not in scopes[o]:
+                    continue
+                if n == o:
+                    put_number(wa, r, col, 1, fmt="General")
+                    continue
+                terms = [f"{cols[o]}{arow[u]}*{PARTIALS}!$C${edge_row[(u, n)]}"
+                         for u in users[n] if u in scopes[o]]
+                if terms:
+                    self.formula(wa, r, col, "+".join(terms), fmt="General")
+                else:
+                    put_number(wa, r, col, 0, fmt="General")
+        self.finish(wa, 2 + len(outs), FIRST_ROW + len(rows_names) - 1, freeze="C3")
+
+        # Sensitivity: elasticities, live
+        ws = self.wb.create_sheet(SENSITIVITY, index=self.wb.sheetnames.index(PARTIALS))
+        headers = ["input", "value", "unit"] + outs
+        self.table(ws, "Sensitivity", "LIVE formulas, not a snapshot: the elasticity of each "
+                   "output (column) with respect to each input (row), the % change of the "
+                   "output per 1 % change of the input, (x / y) dy/dx, from exact derivatives "
+                   "chained over the graph (sheets Partials and Adjoints). They follow any edit "
+                   "of the inputs.", headers, [30, 16, 12] + [18] * len(outs))
+        put_text(ws, FIRST_ROW, 1, "output value", bold=True)
+        for j, o in enumerate(outs):
+            self.formula(ws, FIRST_ROW, 4 + j, o, named="Output",
+                         fmt=number_format(res[o], lib.item(o).dim))
+        leaves = [n for n in lib.inputs if n in union and n not in choice and n not in pinned]
+        leaves += [n for n in lib.order if n in union and n in res.overridden]
+        row = FIRST_ROW + 1
+        for n in leaves:
+            item = lib.item(n)
+            put_text(ws, row, 1, n, bold=True)
+            self.formula(ws, row, 2, n, fmt=number_format(res[n], item.dim))
+            put_text(ws, row, 3, item.unit)
+            for j, o in enumerate(outs):
+                if n not in scopes[o]:
+                    continue
+                self.formula(ws, row, 4 + j,
+                             f"IF({o}=0,NA(),{ADJOINTS}!{cols[o]}{arow[n]}*{n}/{o})",
+                             fmt="0.0000")
+            row += 1
+        last = row - 1
+        row += 1
+        put_text(ws, row, 1, "notes", bold=True)
+        put_text(ws, row, 2, "Non-smooth points at the exported values (Python), where a "
+                 "derivative is one-sided or a step counts as 0:")
+        row += 1
+        for note in notes:
+            put_text(ws, row, 2, note)
+            row += 1
+        for s in self.snapshots:
+            put_text(ws, row, 2, f"derivative not written as a live formula: {s}")
+            row += 1
+        self.finish(ws, len(headers), last, freeze="D4")
+
+    # ------------------------------------------------------------------ About
+    def about(self, outs, sens_outs, date: str) -> None:
+        lib, sc, res = self.lib, self.sc, self.result
+        ws = self.wb.create_sheet(ABOUT)
+        ws.column_dimensions["A"].width = 24
+        ws.column_dimensions["B"].width = 110
+        sets = [f"{k}={v.raw}" for k, v in sc.values.items() if v.origin == "--set"] if sc else []
+        rows = [
+            ("flopsheet", f"flopsheet {__version__}: LLM training/inference performance and "
+                          "cost as an auditable calculation graph."),
+            ("scenario", sc.name if sc else "(library defaults)"),
+            ("scenario file", sc.path if sc else ""),
+            ("scenario doc", sc.doc if sc else ""),
+            ("presets applied", " <- ".join(reversed(sc.chain)) if sc else ""),
+            ("--set", ", ".join(sets)),
+            ("overridden nodes", ", ".join(sorted(res.overridden))),
+            ("near-ties", ", ".join(self.ties) + " (a comparison or % on numbers equal to 13 "
+                          "digits: a spreadsheet may branch differently from flopsheet here; "
+                          "see the cell comments)" if self.ties else "none"),
+            ("formula library", f"{len(lib.files)} files, {len(lib.inputs)} inputs, "
+                                f"{len(lib.nodes)} nodes"),
+            ("library hash", lib.digest),
+            ("exported", date),
+            ("values", "Coherent base units: s, byte, FLOP, token, USD, m, J and their products; "
+                       "the unit column of each sheet says which. `shown` columns convert to "
+                       "a display unit."),
+            ("formulas", "Every node is a live formula in terms of defined names (Formulas > "
+                         "Name Manager lists them). ceil/floor are CEILING.MATH/FLOOR.MATH "
+                         "(Excel 2013 or later, LibreOffice)."),
+            ("sensitivity", "Live formulas (sheets Sensitivity, Partials, Adjoints)."
+                            if sens_outs else "not exported"),
+            ("recalculate", RECALC_HELP),
+        ]
+        put_text(ws, 1, 1, "About", font=self.title_font)
+        for i, (k, v) in enumerate(rows, start=2):
+            put_text(ws, i, 1, k, bold=True)
+            put_text(ws, i, 2, v, wrap=(k == "recalculate"))
+
+
+__all__ = ["export_workbook", "ExportInfo", "ExcelExportError", "put_text", "sheet_names",
+           "near_ties",
+           "number_format", "default_outputs", "RECALC_HELP"]
