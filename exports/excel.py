@@ -229,9 +229,9 @@ _TIE_PROBES: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDiction
 
 def near_ties(lib: Library, result: Result) -> dict[str, str]:
     """Nodes whose formula, at these values, compares two nearly equal numbers (``==``,
-    ``<`` ... on a near-tie) or takes ``%`` of a near-integer quotient. Python decides these
-    exactly, spreadsheets to ~15 digits, so the two may take different branches here.
-    Returns node -> explanation."""
+    ``<`` ... on a near-tie) or takes ``%`` of a near-integer quotient. flopsheet decides these
+    as LibreOffice does (equal within 2^-48, graph/evaluate.py); another spreadsheet program
+    may round differently and take the other branch. Returns node -> explanation."""
     from flopsheet.evaluate import compile_expr
     probes = _TIE_PROBES.setdefault(lib, {})
     choice_syms = {symbol(n) for n, i in lib.inputs.items() if i.is_choice}
@@ -542,9 +542,9 @@ class _Writer:
                 put_text(ws, row, 7, "formula")
                 if n in self.ties:
                     c.comment = Comment(
-                        f"Near-tie at the exported values: {self.ties[n]}. Spreadsheets compare "
-                        f"to about 15 significant digits, flopsheet exactly, so this cell may "
-                        f"take a different branch than flopsheet's value "
+                        f"Near-tie at the exported values: {self.ties[n]}. flopsheet compares "
+                        f"as LibreOffice does (equal within 2^-48); a spreadsheet that rounds "
+                        f"differently may take the other branch than flopsheet's value "
                         f"({_cell_number(v)!r}).", "flopsheet")
                     put_text(ws, row, 7, "formula (near-tie, see comment)")
             self.name(ws, n, coord)
@@ -752,8 +752,9 @@ class _Writer:
             ("--set", ", ".join(sets)),
             ("overridden nodes", ", ".join(sorted(res.overridden))),
             ("near-ties", ", ".join(self.ties) + " (a comparison or % on numbers equal to 13 "
-                          "digits: a spreadsheet may branch differently from flopsheet here; "
-                          "see the cell comments)" if self.ties else "none"),
+                          "digits: flopsheet and LibreOffice agree; a spreadsheet that rounds "
+                          "differently may branch otherwise; see the cell comments)"
+             if self.ties else "none"),
             ("formula library", f"{len(lib.files)} files, {len(lib.inputs)} inputs, "
                                 f"{len(lib.nodes)} nodes"),
             ("library hash", lib.digest),

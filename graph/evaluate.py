@@ -24,12 +24,56 @@ from .parser import symbol
 
 
 def _round15(x):
+    """x rounded to 15 significant digits, halves away from zero (as spreadsheets round)."""
     x = np.asarray(x, dtype=float)
     with np.errstate(all="ignore"):
         mag = np.floor(np.log10(np.abs(np.where(x == 0, 1.0, x))))
         scale = 10.0 ** (14 - mag)
-        r = np.round(x * scale) / scale
+        r = np.sign(x) * np.floor(np.abs(x) * scale + 0.5) / scale
     return np.where(np.isfinite(r), r, x)
+
+
+#: LibreOffice treats two doubles as equal when they differ by less than 2^-48 of their size
+#: (rtl::math::approxEqual); comparisons and MOD follow it so Python and the workbook branch alike.
+_APPROX = 2.0 ** -48
+
+
+def _approx_equal(a, b):
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    return (a == b) | (np.abs(a - b) < np.maximum(np.abs(a), np.abs(b)) * _APPROX)
+
+
+def ss_eq(a, b):
+    return _approx_equal(a, b)
+
+
+def ss_ne(a, b):
+    return ~_approx_equal(a, b)
+
+
+def ss_lt(a, b):
+    return (np.asarray(a) < np.asarray(b)) & ~_approx_equal(a, b)
+
+
+def ss_le(a, b):
+    return (np.asarray(a) <= np.asarray(b)) | _approx_equal(a, b)
+
+
+def ss_gt(a, b):
+    return ss_lt(b, a)
+
+
+def ss_ge(a, b):
+    return ss_le(b, a)
+
+
+def ss_mod(a, b):
+    """MOD with spreadsheet semantics: a - b*floor(a/b), a result within 2^-48 of a is 0."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    r = a - b * ss_floor(a / b)
+    return np.where(np.abs(r) < np.abs(a) * _APPROX, 0.0, r)
 
 
 def _near(x, below):
@@ -68,6 +112,22 @@ class _Printer(NumPyPrinter):
     def _print_floor(self, e):
         return f"_ss_floor({self._print(e.args[0])})"
 
+    def _print_Relational(self, e):
+        fn = {"==": "_ss_eq", "!=": "_ss_ne", "<": "_ss_lt", "<=": "_ss_le", ">": "_ss_gt",
+              ">=": "_ss_ge"}[e.rel_op]
+        return f"{fn}({self._print(e.lhs)}, {self._print(e.rhs)})"
+
+    def _print_Mod(self, e):
+        return f"_ss_mod({self._print(e.args[0])}, {self._print(e.args[1])})"
+
+    def _print_Integer(self, e):  # beyond 2**53 numpy would see a Python object, not a float
+        return super()._print_Integer(e) if abs(e.p) < 2**53 else repr(float(e.p))
+
+    def _print_Rational(self, e):
+        if abs(e.p) < 2**53 and abs(e.q) < 2**53:
+            return super()._print_Rational(e)
+        return repr(float(e.p) / float(e.q)) if abs(e.q) < 2**1000 else repr(float(e))
+
     def _print_Piecewise(self, e):
         """Nested numpy.where: ~5x faster than numpy.select for two or three branches."""
         out = self._print(e.args[-1].expr) if e.args[-1].cond == sp.true else "numpy.nan"
@@ -105,7 +165,9 @@ def _winner(i, sign, *args):
     return (np.argmax(stacked, axis=0) == int(i)).astype(float)
 
 
-_NAMESPACE = {"_ss_ceil": ss_ceil, "_ss_floor": ss_floor, "_winner": _winner}
+_NAMESPACE = {"_ss_ceil": ss_ceil, "_ss_floor": ss_floor, "_winner": _winner, "_ss_mod": ss_mod,
+              "_ss_eq": ss_eq, "_ss_ne": ss_ne, "_ss_lt": ss_lt, "_ss_le": ss_le,
+              "_ss_gt": ss_gt, "_ss_ge": ss_ge}
 
 
 def compile_expr(args: list[str], expr: sp.Basic):

@@ -258,7 +258,7 @@ def _call(n: ast.Call, ctx: _Ctx) -> sp.Basic:
     if fname == "if_":
         cond = _condition(n.args[0], ctx)
         a, b = _value(n.args[1], ctx), _value(n.args[2], ctx)
-        return sp.Piecewise((a, cond), (b, True))
+        return sp.Piecewise((a, cond), (b, True), evaluate=False)
     args = [_value(a, ctx) for a in n.args]
     # evaluate=False: sympy's Max/Min simplification (pairwise comparisons of every
     # argument) took 60 % of loading the library and reorders what the author wrote
@@ -267,10 +267,12 @@ def _call(n: ast.Call, ctx: _Ctx) -> sp.Basic:
     if fname == "max":
         return sp.Max(*args, evaluate=False)
     x = args[0]
+    # unevaluated: a constant argument must get spreadsheet rounding at evaluation, not be
+    # folded exactly here (floor(2.9999999999999996) is 3 in a spreadsheet)
     if fname == "ceil":
-        return sp.ceiling(x)
+        return sp.ceiling(x, evaluate=False)
     if fname == "floor":
-        return sp.floor(x)
+        return sp.floor(x, evaluate=False)
     if fname in ("log", "log2", "sqrt") and x.is_Number and x <= 0:
         raise ctx.fail(n, f"{fname}() of a non-positive constant")
     if fname == "log":
@@ -321,7 +323,7 @@ def _select(n: ast.Call, ctx: _Ctx) -> sp.Basic:
         pieces.append((val, True if last else sp.Eq(sym, choices.index(choice))))
     if otherwise:
         pieces.append((_value(otherwise[0][1], ctx), True))
-    return sp.Piecewise(*pieces)
+    return sp.Piecewise(*pieces, evaluate=False)
 
 
 def select_branches(tree: ast.Call) -> list[tuple[str, ast.expr]]:

@@ -63,12 +63,13 @@ class _FirstMin(sp.Function):
 
 
 def _argmax_form(e: sp.Basic) -> sp.Basic:
-    """Replace Max/Min before differentiating.
+    """Replace Max/Min (and Mod) before differentiating.
 
     sympy differentiates Max/Min through Heaviside products, which on a tie (two candidates
     with the same value, common where an unavailable algorithm falls back to another's time)
     add the tied slopes up instead of taking one.
     """
+    e = e.replace(sp.Mod, lambda a, b: a - b * sp.floor(a / b, evaluate=False))  # MOD = a - b INT(a/b)
     return e.replace(sp.Max, _FirstMax).replace(sp.Min, _FirstMin)
 
 

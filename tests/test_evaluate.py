@@ -147,3 +147,27 @@ def test_conditions_broadcast_scalars_with_arrays():
     r = Model(lib).evaluate({"depth": np.array([0.0, 2.0, 9.0])})
     assert r["both"].tolist() == [False, True, True]
     assert r["either"].tolist() == [0, 0, 1]
+
+
+def test_spreadsheet_semantics_of_comparisons_mod_and_constants():
+    """Where IEEE and a spreadsheet differ, the engine follows the spreadsheet (LibreOffice)."""
+    lib = lib_from({"a": """
+    doc: x
+    inputs:
+      tenth: {unit: "1", default: 0.1, doc: d}
+      third: {unit: "1", default: 0.3, doc: d}
+    nodes:
+      sum_is_third: {expr: "if_(tenth + 2*tenth == third, 1, 0)", unit: "1", doc: d, source: s}
+      strictly_less: {expr: "if_(third < 3*tenth, 1, 0)", unit: "1", doc: d, source: s}
+      remainder: {expr: third % tenth, unit: "1", doc: d, source: s}
+      folded_floor: {expr: floor(2.9999999999999996), unit: "1", doc: d, source: s}
+      constant_branch: {expr: "if_(12 < 8, 1, 2)", unit: "1", doc: d, source: s}
+      huge_log: {expr: log(1e300), unit: "1", doc: d, source: s}
+    """})
+    r = Model(lib).evaluate()
+    assert 0.1 + 0.2 != 0.3 and r.scalar("sum_is_third") == 1  # equal to 15 digits
+    assert 0.3 < 3 * 0.1 and r.scalar("strictly_less") == 0  # 0.30000000000000004 is not more
+    assert 0.3 % 0.1 == pytest.approx(0.1) and r.scalar("remainder") == 0  # MOD(0.3, 0.1) = 0
+    assert r.scalar("folded_floor") == 3
+    assert r.scalar("constant_branch") == 2
+    assert r.scalar("huge_log") == pytest.approx(300 * math.log(10))

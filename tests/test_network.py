@@ -184,7 +184,9 @@ def test_auto_switches_protocol_between_16_and_32_mib_on_a3_mega():
     ll = np.minimum(r["coll_allreduce_tree_ll_time"], r["coll_allreduce_ring_ll_time"])
     assert list(r["coll_allreduce_auto_time"][:3] == ll[:3]) == [True] * 3
     assert list(r["coll_allreduce_auto_time"][3:] < ll[3:]) == [True] * 2
-    assert list(r["coll_allreduce_auto_algorithm"]) == [2, 2, 2, 3, 3]
+    # above 16 MiB the hierarchical time equals the tree time to the last digit (the same
+    # two-tier transfer); like the spreadsheet, the tie goes to the lower number, tree
+    assert list(r["coll_allreduce_auto_algorithm"]) == [2, 2, 2, 2, 2]
 
 
 def test_auto_never_picks_what_the_hardware_lacks():

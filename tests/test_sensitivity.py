@@ -149,3 +149,18 @@ def test_tied_max_follows_one_branch():
     assert any("tie" in n for n in sens.nonsmooth)
     sens = d.gradient(model.evaluate({"span": 1.0}), "slowest")
     assert sens.derivatives == {"span": 0.0, "other": 1.0}
+
+
+def test_mod_differentiates_like_its_spreadsheet_form():
+    """d/da MOD(a, b) = 1 and d/db = -INT(a/b), away from the jumps."""
+    model = Model(lib_from({"a": """
+    doc: x
+    inputs:
+      span: {unit: s, default: 7.5, doc: d}
+      period: {unit: s, default: 2, doc: d}
+    nodes:
+      phase: {expr: span % period, unit: s, doc: d, source: s}
+    """}))
+    sens = Differentiator(model).gradient(model.evaluate(), "phase")
+    assert sens.value == 1.5
+    assert sens.derivatives == {"span": 1.0, "period": -3.0}
