@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import math
 import os
 import pickle
 import platform
@@ -292,16 +291,7 @@ def main():
     n_cfg = args.configs or (100_000 if q else 1_000_000)
     t_script = time.perf_counter()
 
-    import subprocess
-    try:
-        repo = str(Path(__file__).resolve().parents[1])
-        commit = subprocess.run(["git", "-C", repo, "log", "-1", "--format=%h %cd", "--date=iso"],
-                                capture_output=True, text=True).stdout.strip()
-        if subprocess.run(["git", "-C", repo, "status", "--porcelain", "graph"],
-                          capture_output=True, text=True).stdout.strip():
-            commit += " + uncommitted changes in graph/"
-    except OSError:
-        commit = "?"
+    commit = synth_library.describe_commit()
     print(f"flopsheet engine benchmark (flopsheet commit {commit})")
     print(f"machine: nproc={os.cpu_count()}  python {platform.python_version()}  "
           f"{platform.machine()}  MemTotal={fmt_b(meminfo('MemTotal'))}  "

@@ -39,6 +39,8 @@ from __future__ import annotations
 import json
 import math
 import random
+import subprocess
+from pathlib import Path
 from dataclasses import dataclass, field
 
 BASES = ("s", "byte", "FLOP", "token", "USD", "m", "J")
@@ -271,7 +273,7 @@ class _Gen:
                 return (f"{fn}({args})", p.dim, agg([p.lo] + [o.lo for o in others]),
                         agg([p.hi] + [o.hi for o in others]), kind)
             if kind == "select":
-                c, (a, b, e) = PRECISION[0], (4, 2, 1)
+                c, (a, b) = PRECISION[0], (4, 2)
                 return (f"select({c}, fp32={a}*{P}, bf16={b}*{P}, fp8={P})", p.dim, p.lo, 4 * p.hi,
                         kind)
             if kind == "select_other":
@@ -468,3 +470,17 @@ if __name__ == "__main__":  # print one generated file, for a look
     dims = collections.Counter(_unit(q.dim) for n, q in info.quantities.items() if n in info.nodes)
     print(kinds, dims, file=sys.stderr)
     print(raw[0][2][:3000])
+
+
+def describe_commit() -> str:
+    """The flopsheet commit the benchmark ran on, marked when graph/ has uncommitted edits."""
+    repo = str(Path(__file__).resolve().parents[1])
+    try:
+        commit = subprocess.run(["git", "-C", repo, "log", "-1", "--format=%h %cd", "--date=iso"],
+                                capture_output=True, text=True).stdout.strip()
+        if subprocess.run(["git", "-C", repo, "status", "--porcelain", "graph"],
+                          capture_output=True, text=True).stdout.strip():
+            commit += " + uncommitted changes in graph/"
+    except OSError:
+        commit = "?"
+    return commit

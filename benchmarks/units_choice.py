@@ -50,7 +50,6 @@ import collections
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from fractions import Fraction
@@ -69,7 +68,7 @@ import synth_library  # noqa: E402
 from flopsheet import units as fl_units  # noqa: E402
 from flopsheet.errors import FlopsheetError  # noqa: E402
 from flopsheet.library import build_library  # noqa: E402
-from flopsheet.parser import parse, symbol  # noqa: E402
+from flopsheet.parser import parse  # noqa: E402
 
 # ------------------------------------------------------------- sympy dimension system
 _BASE = {"[time]": "time", "[information]": "information", "[compute]": "compute",
@@ -309,15 +308,7 @@ def main():
     n_nodes, n_inputs, levels, n_files = ((400, 60, 10, 8) if args.quick else (2000, 200, 20, 20))
     t_script = time.perf_counter()
     import pint
-    try:
-        repo = str(Path(__file__).resolve().parents[1])
-        commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-        if subprocess.run(["git", "-C", repo, "status", "--porcelain", "graph"],
-                          capture_output=True, text=True).stdout.strip():
-            commit += " + uncommitted changes in graph/"
-    except OSError:
-        commit = "?"
+    commit = synth_library.describe_commit()
     print("units: pint dimensionalities vs sympy.physics.units dimensions")
     print(f"machine: nproc={os.cpu_count()}  python {platform.python_version()}  "
           f"sympy {sp.__version__}  pint {pint.__version__}  flopsheet commit {commit}  "
@@ -386,9 +377,7 @@ def main():
                 d_bad[(info.quantities[n.name].kind, "derived dim != declared")] += 1
         return c_bad, d_bad
 
-    t = time.perf_counter()
     c_bad, d_bad = run_native()
-    t_native = time.perf_counter() - t
 
     def time_c():
         for n in numeric:

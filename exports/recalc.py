@@ -42,6 +42,18 @@ START_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 180.0
 
 
+def _end_group(proc) -> None:
+    """SIGKILL the process group ``proc`` leads (the helper and its soffice) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 class RecalcError(FlopsheetError):
     """LibreOffice is missing, did not start, or failed to recalculate a workbook."""
 
@@ -223,17 +235,8 @@ class LibreOffice:
 
     # ------------------------------------------------------------ shutdown
     def _kill(self) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the group this object created
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        if self._proc is not None:
+            _end_group(self._proc)
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
@@ -251,14 +254,7 @@ class LibreOffice:
                     except subprocess.TimeoutExpired:
                         pass
             finally:
-                try:  # soffice runs in the helper's group: end any survivor of that group
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
+                _end_group(proc)  # soffice runs in the helper's group: end any survivor
                 for f in (proc.stdout, proc.stdin):
                     try:
                         if f:

@@ -98,7 +98,7 @@ class Differentiator:
         return fn
 
     def gradient(self, result: Result, output: str) -> Sensitivity:
-        model, lib = self.model, self.model.lib
+        lib = self.model.lib
         item = lib.item(output)
         if output in lib.inputs or getattr(item, "is_bool", False):
             raise FlopsheetError(f"`{output}` is not a numeric formula node; sensitivity needs one",

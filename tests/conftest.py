@@ -1,11 +1,26 @@
 """Shared fixtures: small formula libraries written to a temporary folder."""
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
 
+from flopsheet.exports.recalc import availability, shared
 from flopsheet.library import build_library
+
+REQUIRE = "FLOPSHEET_REQUIRE_LIBREOFFICE"  # set by .ci/run: a missing LibreOffice fails, not skips
+
+
+@pytest.fixture(scope="session")
+def lo():
+    """One headless LibreOffice for the test session; skipped (with the reason) where absent."""
+    ok, why = availability()
+    if not ok:
+        if os.environ.get(REQUIRE) == "1":
+            pytest.fail(f"{REQUIRE}=1 but {why}")
+        pytest.skip(why)
+    return shared()
 
 
 def lib_from(files: dict[str, str]):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import math
-import os
 
 import numpy as np
 import pytest
@@ -14,21 +13,9 @@ from hypothesis import strategies as st
 from flopsheet.evaluate import compile_expr
 from flopsheet.exports.printer import (ExcelPrintError, check_formula, nesting, number,
                                        print_sympy, print_tree)
-from flopsheet.exports.recalc import availability, shared
 from flopsheet.parser import parse
 
-REQUIRE = "FLOPSHEET_REQUIRE_LIBREOFFICE"
 CHOICES = {"mode": ["none", "selective", "full"]}
-
-
-@pytest.fixture(scope="session")
-def lo():
-    ok, why = availability()
-    if not ok:
-        if os.environ.get(REQUIRE) == "1":
-            pytest.fail(f"{REQUIRE}=1 but {why}")
-        pytest.skip(why)
-    return shared()
 
 
 def tree(text):

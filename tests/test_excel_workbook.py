@@ -23,25 +23,13 @@ from flopsheet.evaluate import Model
 from flopsheet.exports.excel import (ABOUT, INPUTS, OUTPUTS, SENSITIVITY, ExcelExportError,
                                      export_workbook, near_ties, sheet_names)
 from flopsheet.exports.printer import ExcelPrintError
-from flopsheet.exports.recalc import availability, shared
 from flopsheet.exports.xlsx_import import read_workbook
 from flopsheet.library import load_library
 from flopsheet.scenario import bundled_templates, load_scenario, resolve
 from flopsheet.sensitivity import Differentiator
 
-REQUIRE = "FLOPSHEET_REQUIRE_LIBREOFFICE"
 DEFAULT = "gpt3-175b-sc21"
 SCENARIOS = sorted(p.stem for p in (bundled_templates() / "scenarios").glob("*.yaml"))
-
-
-@pytest.fixture(scope="session")
-def lo():
-    ok, why = availability()
-    if not ok:
-        if os.environ.get(REQUIRE) == "1":
-            pytest.fail(f"{REQUIRE}=1 but {why}")
-        pytest.skip(why)
-    return shared()
 
 
 @pytest.fixture(scope="module")
