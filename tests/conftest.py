@@ -6,8 +6,10 @@ import textwrap
 
 import pytest
 
+from flopsheet.evaluate import Model
 from flopsheet.exports.recalc import availability, shared
-from flopsheet.library import build_library
+from flopsheet.library import build_library, load_library
+from flopsheet.scenario import load_scenario, resolve
 
 REQUIRE = "FLOPSHEET_REQUIRE_LIBREOFFICE"  # set by .ci/run: a missing LibreOffice fails, not skips
 
@@ -101,3 +103,15 @@ nodes:
     doc: A step function of the inputs.
     source: test
 """
+
+
+@pytest.fixture(scope="module")
+def model():
+    """The bundled library, compiled (cached per library, so cheap after the first module)."""
+    return Model(load_library())
+
+
+def run_scenario(model, scenario, **sets):
+    """Evaluate a bundled scenario with ``name=value`` overrides, as `--set` would."""
+    sc = load_scenario(scenario, [f"{k}={v}" for k, v in sets.items()])
+    return model.evaluate(resolve(sc, model))

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from flopsheet.evaluate import Model
-from flopsheet.library import load_library
-from flopsheet.scenario import load_scenario, resolve
+from conftest import run_scenario as run
 
 # Narayanan et al. SC21, Table 1 (as published in NVIDIA/Megatron-LM README image
 # images/cases_april2021.png, commit 2120e319a6; copied into ../shared/validation/published.yaml):
@@ -13,16 +11,6 @@ from flopsheet.scenario import load_scenario, resolve
 TABLE1 = [(1.7, 24, 2304, 24), (3.6, 30, 3072, 32), (7.5, 36, 4096, 32), (18.4, 40, 6144, 48),
           (39.1, 48, 8192, 64), (76.1, 60, 10240, 80), (145.6, 80, 12288, 96),
           (310.1, 96, 16384, 128), (529.6, 105, 20480, 128), (1008.0, 128, 25600, 160)]
-
-
-@pytest.fixture(scope="module")
-def model():
-    return Model(load_library())
-
-
-def run(model, scenario, **sets):
-    sc = load_scenario(scenario, [f"{k}={v}" for k, v in sets.items()])
-    return model.evaluate(resolve(sc, model))
 
 
 @pytest.mark.parametrize("billions, layers, hidden, heads", TABLE1)

@@ -6,21 +6,11 @@ import statistics
 import numpy as np
 import pytest
 
-from flopsheet.evaluate import Model
-from flopsheet.library import load_library
 from flopsheet.scenario import bundled_templates, load_scenario, resolve
 
+from conftest import run_scenario as run
+
 GIB = 2**30
-
-
-@pytest.fixture(scope="module")
-def model():
-    return Model(load_library())
-
-
-def run(model, scenario, **sets):
-    sc = load_scenario(scenario, [f"{k}={v}" for k, v in sets.items()])
-    return model.evaluate(resolve(sc, model))
 
 
 # --- memory -------------------------------------------------------------------------------
