@@ -100,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     from .exports.cli_excel import register as _register_excel
     _register_excel(sub, run_parser=r, common=common, default_scenario=DEFAULT_SCENARIO)
     # --- end Excel exports ---
+    from .cli_explore import register as _register_explore  # issue 14: grids, sweep, search
+    _register_explore(sub, run_parser=r, common=common)
     return p
 
 
@@ -138,6 +140,9 @@ def _outputs(args, lib: Library, sc) -> list[str]:
 
 # ---------------------------------------------------------------- commands
 def cmd_run(args) -> int:
+    if any("," in s or ".." in s for s in args.set):  # lists or ranges: a grid (issue 14)
+        from .cli_explore import run_grid
+        return run_grid(args)
     lib, model, sc, values = _setup(args)
     outs = _outputs(args, lib, sc)
     res = model.evaluate(values, outputs=outs)

@@ -28,6 +28,7 @@ from .yamlio import read_mapping
 
 SCENARIO_KEYS = {"doc", "source", "use", "values", "report"}
 SET_ORIGIN = "--set"
+SPREAD_KEYS = {"range", "distribution", "sd"}  # read by graph/distributions.py
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Value:
     raw: Any  # as written (number, text with unit, choice name, or a list for sweeps)
     origin: str  # "templates/models/gpt3-175b.yaml:4" or "--set"
     source: str = ""  # citation given with the value
+    spread: dict | None = None  # {range, distribution, sd} for `flopsheet uncertainty`
 
 
 @dataclass
@@ -162,14 +164,17 @@ def add_values(sc: Scenario, values, shown: str, default_source: str = "", *,
     for name, v in values.items():
         vline = line_of(name) or line
         source = default_source
+        spread = None
         if isinstance(v, dict):
-            extra = set(v) - {"value", "source"}
+            extra = set(v) - {"value", "source"} - SPREAD_KEYS
             if "value" not in v or extra:
-                raise ScenarioError("a value with a citation is {value: ..., source: ...}",
+                raise ScenarioError("a value with a citation is {value: ..., source: ...} "
+                                    "(plus range:, distribution:, sd: for its uncertainty)",
                                     file=shown, line=vline, node=str(name))
             source = str(v.get("source") or default_source)
+            spread = {k: v[k] for k in SPREAD_KEYS if k in v} or None
             v = v["value"]
-        sc.values[str(name)] = Value(v, f"{shown}:{vline}" if vline else shown, source)
+        sc.values[str(name)] = Value(v, f"{shown}:{vline}" if vline else shown, source, spread)
 
 
 def compose(name: str, shown: str, use: list[str], values: dict, *, near: Path,
