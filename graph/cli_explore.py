@@ -125,7 +125,7 @@ def _pareto(args, lib, kept):
     if not getattr(args, "pareto", None):
         return None
     from .pareto import front, parse_pareto
-    from .search import load_space
+    from .layout_search import load_space
     objs = parse_pareto(args.pareto, lib, load_space().maximize)
     for n, _ in objs:
         if n not in kept.columns:
@@ -141,7 +141,7 @@ def _pareto(args, lib, kept):
 def _print_front(args, lib, f, cols_shown):
     from .pareto import parse_pareto
     from .runner import print_rows
-    from .search import load_space
+    from .layout_search import load_space
     objs = parse_pareto(args.pareto, lib, load_space().maximize)
     names = ", ".join(f"{n} ({'max' if m else 'min'})" for n, m in objs)
     print(f"\nPareto front of {names}: {len(f)} rows")
@@ -156,7 +156,7 @@ def run_grid(args) -> int:
     from .grid import grid_from_sets
     from .runner import execute
     from .scenario import load_scenario
-    from .sweep import make_job, where_checks
+    from .sweeps import make_job, where_checks
     from .cli import _outputs
     model = model_for(args.formulas)
     sc = load_scenario(args.scenario, args.set)
@@ -174,7 +174,7 @@ def run_grid(args) -> int:
 def cmd_sweep(args) -> int:
     from .chunks import model_for
     from .runner import execute
-    from .sweep import load_sweep, where_checks
+    from .sweeps import load_sweep, where_checks
     job, sc, settings = load_sweep(args.file, formulas=args.formulas,
                                    max_configs=args.max_configs)
     job.checks += where_checks(args.where)
@@ -186,7 +186,7 @@ def cmd_sweep(args) -> int:
 
 def cmd_search(args) -> int:
     from .chunks import model_for
-    from .search import run_search, runner_up_note
+    from .layout_search import run_search, runner_up_note
     from .runner import print_rows, write_table
     pareto_names = [p.split(":")[0] for p in (args.pareto or "").split(",") if p]
     r = run_search(args.scenario, args.gpus, objective=args.objective, where=args.where,

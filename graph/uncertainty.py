@@ -21,7 +21,7 @@ from .distributions import Spread, parse_spread, uniforms
 from .errors import FlopsheetError
 from .grid import Axis, Grid
 from .scenario import load_scenario, resolve
-from .sweep import make_job
+from .sweeps import make_job
 
 MAX_SAMPLES = 5_000_000
 

@@ -9,7 +9,7 @@ import pytest
 
 from flopsheet.cli import main
 from flopsheet.grid import Axis, Grid, GridError, axis_values, expand_range
-from flopsheet.sweep import sweep
+from flopsheet.sweeps import sweep
 
 from conftest import run_scenario
 

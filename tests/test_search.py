@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from flopsheet.cli import main
-from flopsheet.search import divisors, factorizations, load_space, run_search, search
-from flopsheet.sweep import sweep
+from flopsheet.layout_search import divisors, factorizations, load_space, run_search, search
+from flopsheet.sweeps import sweep
 
 from conftest import run_scenario
 

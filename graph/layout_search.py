@@ -21,7 +21,7 @@ from .errors import FlopsheetError, ScenarioError
 from .grid import DEFAULT_MAX_CONFIGS, Axis, Grid, GridError
 from .names import suggest
 from .scenario import bundled_templates, find_template, load_scenario
-from .sweep import make_job, where_checks
+from .sweeps import make_job, where_checks
 from .yamlio import read_mapping
 
 SPACE_KEYS = {"doc", "source", "factorize", "expert_axis", "axes", "checks", "maximize",
