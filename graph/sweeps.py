@@ -32,7 +32,7 @@ from .names import suggest
 from .scenario import Value, load_scenario, resolve
 from .yamlio import read_mapping
 
-SWEEP_KEYS = {"doc", "scenario", "values", "axes", "sample", "seed", "constraints", "outputs",
+SWEEP_KEYS = {"doc", "source", "scenario", "values", "axes", "sample", "seed", "constraints", "outputs",
               "sort", "max_configs"}
 MAX_SAMPLES = 10_000_000
 

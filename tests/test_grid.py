@@ -103,3 +103,35 @@ def test_node_axis_when_allowed_overrides_every_row():
     df = sweep("gpt3-175b-sc21", {"step_time": [10, 20]}, ["tokens_per_second"],
                allow_nodes=True)
     assert df.tokens_per_second.iloc[0] == pytest.approx(2 * df.tokens_per_second.iloc[1])
+
+
+def test_sweep_file_axes_zip_sample_constraints(tmp_path, capsys):
+    from flopsheet.scenario import bundled_templates
+    from flopsheet.sweeps import load_sweep
+    path = bundled_templates() / "sweeps" / "gpt3-175b-layouts.yaml"
+    job, sc, settings = load_sweep(str(path))
+    assert job.grid.size == 3 * 3 * 2 * 8 and settings["sort"] == "step_time"
+    cols = job.grid.columns(0, job.size)
+    pairs = set(zip(cols["seq_len"], cols["global_batch"]))
+    assert pairs == {(2048.0, 1536.0), (4096.0, 768.0)}  # zipped, not crossed
+    g = np.unique(cols["gemm_efficiency"])
+    assert len(g) == 8 and 0.6 < g.min() and g.max() < 0.85
+    # Latin hypercube: one sample in each eighth of the triangular(0.6, 0.75, 0.85) CDF
+    a, c, b = 0.6, 0.75, 0.85
+    cdf = np.where(g < c, (g - a) ** 2 / ((b - a) * (c - a)), 1 - (b - g) ** 2 / ((b - a) * (b - c)))
+    assert sorted(np.floor(cdf * 8).astype(int)) == list(range(8))
+    assert main(["sweep", str(path), "--quiet", "--top", "3"]) == 0
+    assert "dropped        96  memory_per_gpu <= hbm_capacity" in capsys.readouterr().out
+
+
+def test_sweep_file_bad_constraint_names_the_line(tmp_path, capsys):
+    p = tmp_path / "s.yaml"
+    p.write_text("doc: x\nscenario: gpt3-175b-sc21\naxes:\n  tp: [1, 2]\n"
+                 "constraints: [\"memory_per_gpu <= hbm\"]\noutputs: [step_time]\n")
+    assert main(["sweep", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}:5:" in err and "names unknown `hbm`" in err and err.count("\n") == 1
+    p.write_text("doc: x\nscenario: gpt3-175b-sc21\naxes:\n  tp: {values: [1, 2], zip: a}\n"
+                 "  pp: {values: [1, 2, 4], zip: a}\noutputs: [step_time]\n")
+    assert main(["sweep", str(p)]) == 2
+    assert "zipped axes need equal lengths: tp (2), pp (3)" in capsys.readouterr().err
