@@ -92,6 +92,9 @@ def _report(args, lib, job, cols, *, title: str, sort=None, json_extra=None) -> 
     front = _pareto(args, lib, kept)
     if getattr(args, "json", False):
         out = {"configs": len(df), "kept": len(kept),
+               "outputs": {o: {"value": [None if r else float(x) for x, r in
+                                         zip(df[o], df["reason"] != "")],
+                               "unit": lib.item(o).unit} for o in job.outputs},
                "dropped": df.loc[df["reason"] != "", "reason"].value_counts().to_dict(),
                "rows": json.loads(kept.head(args.top).to_json(orient="records"))}
         if front is not None:
