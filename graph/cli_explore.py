@@ -148,9 +148,13 @@ def _print_front(args, lib, f, cols_shown):
     objs = parse_pareto(args.pareto, lib, load_space().maximize)
     names = ", ".join(f"{n} ({'max' if m else 'min'})" for n, m in objs)
     print(f"\nPareto front of {names}: {len(f)} rows")
-    print_rows(lib, f, cols_shown, top=max(args.top, 20))
+    shown = max(args.top, 10)
+    print_rows(lib, f, cols_shown, top=shown)
+    more = f"({len(f) - shown} more rows)" if len(f) > shown else ""
     if args.pareto_output:
-        print(f"written to {args.pareto_output}")
+        print(f"{more[:-1] + '; ' if more else '('}written to {args.pareto_output})")
+    elif more:
+        print(more[:-1] + "; --pareto-output F writes them)")
 
 
 def run_grid(args) -> int:
@@ -255,7 +259,8 @@ def cmd_uncertainty(args) -> int:
         print(f"\n{s.name}: nominal {show(lib, s.name, s.nominal)}, mean "
               f"{show(lib, s.name, s.mean)}, sd {show(lib, s.name, s.sd)}")
         print(f"  {pc}" + (f"  ({s.masked} samples not finite)" if s.masked else ""))
-        names = list(s.sobol or s.elasticity)
+        names = sorted(s.sobol or s.elasticity, key=lambda n: -(s.sobol[n][2] if s.sobol
+                                                                 else abs(s.elasticity[n])))
         rows = []
         for n in names:
             row = [n]
