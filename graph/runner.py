@@ -53,8 +53,11 @@ def _cluster(address: str):
     if address in ("", "local"):
         with tempfile.TemporaryDirectory(prefix="flopsheet-dask-") as tmp:
             n = max(1, min(os.cpu_count() or 1, 4))
+            import logging
+            logging.getLogger("distributed").setLevel(logging.ERROR)  # shutdown chatter
             with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                              local_directory=tmp, dashboard_address=None) as cl, \
+                              local_directory=tmp, dashboard_address=None,
+                              silence_logs=logging.ERROR) as cl, \
                     Client(cl) as client:
                 yield client
     else:
