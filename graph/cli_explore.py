@@ -50,6 +50,9 @@ def register(sub, *, run_parser, common) -> None:
     se.add_argument("--gpus", type=int, required=True, help="number of GPUs")
     se.add_argument("--objective", metavar="NAME[:min|max]", help="what to optimize (default "
                     "step_time; direction from the search space)")
+    se.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
+                    help="replace the values a search axis tries (repeatable; ranges allowed), "
+                         "e.g. --axis recompute=full --axis zero_stage=0")
     se.add_argument("--space", metavar="FILE", help="search space YAML (default "
                     "templates/search/training.yaml)")
     common(se)
@@ -199,7 +202,7 @@ def cmd_search(args) -> int:
     r = run_search(args.scenario, args.gpus, objective=args.objective, where=args.where,
                    sets=args.set, space=args.space, formulas=args.formulas,
                    max_configs=args.max_configs, dask=args.dask, quiet=args.quiet,
-                   extra_outputs=pareto_names)
+                   extra_outputs=pareto_names, axes=_axes(args.axis))
     lib = model_for(args.formulas).lib
     df = r.frame
     kept = df[df["reason"] == ""]
@@ -237,6 +240,16 @@ def cmd_search(args) -> int:
     if front is not None:
         _print_front(args, lib, front, list(dict.fromkeys(shown + pareto_names)))
     return 0
+
+
+def _axes(items):
+    from .grid import axis_values
+    from .scenario import parse_set
+    out = {}
+    for it in items:
+        name, raw = parse_set(it)
+        out[name] = axis_values(raw, name=name, file="--axis")
+    return out
 
 
 def cmd_uncertainty(args) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .chunks import Check, model_for
 from .errors import FlopsheetError, ScenarioError
-from .grid import DEFAULT_MAX_CONFIGS, Axis, Grid, GridError
+from .grid import DEFAULT_MAX_CONFIGS, Axis, Grid, GridError, grid_from_sets
 from .names import suggest
 from .scenario import bundled_templates, find_template, load_scenario
 from .sweeps import make_job, where_checks
@@ -117,6 +117,12 @@ def build_grid(space: Space, gpus: int, lib, base_values: dict, axes_override=No
         cols[space.expert_axis] = np.concatenate(reps)
     group = [Axis(n, v.tolist(), space.path) for n, v in cols.items()]
     axes = dict(space.axes)
+    for n in axes_override or {}:
+        if n not in lib.inputs:
+            raise GridError(f"--axis {n}: not an input" + suggest(n, list(lib.inputs)), node=n)
+        if n in cols:
+            raise GridError(f"--axis {n}: `{n}` comes from the factorizations of --gpus; "
+                            f"restrict it with --where (e.g. \"{n} <= 8\")", node=n)
     axes.update(axes_override or {})
     return Grid([group] + [[Axis(n, list(v), space.path)] for n, v in axes.items()])
 
@@ -155,6 +161,8 @@ def run_search(scenario: str, gpus: int, *, objective: str | None = None,
     grid = build_grid(sp, gpus, lib, fixed, axes)
     for n in grid.names:  # the search sets these; the scenario's own values step aside
         sc.values.pop(n, None)
+    extra, _ = grid_from_sets(sc)  # --set lists/ranges of other inputs: crossed as well
+    grid.groups += extra.groups
     outs = list(dict.fromkeys([obj] + [o for o in sp.show + sp.breakdown + list(extra_outputs)
                                        if o in lib]))
     job = make_job(sc, grid, outs, formulas=formulas,

@@ -115,3 +115,16 @@ def test_cli_search_bad_objective_is_one_line(capsys):
     assert main(["search", "gpt3-175b-sc21", "--gpus", "64", "--objective", "step_tim"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "did you mean step_time" in err
+
+
+def test_cli_axis_restricts_the_space_and_set_lists_cross(capsys):
+    rc = main(["search", "korthikanti-table5-175b-selective-sp", "--gpus", "64", "--quiet",
+               "--axis", "recompute=full", "--axis", "zero_stage=0", "--set",
+               "global_batch=64,128", "--json", "--top", "100000"])
+    import json
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["candidates"] == len(factorizations(64, 4)) * 6 * 4 * 2 * 2
+    assert {r["recompute"] for r in data["best"]} == {"full"}
+    assert {r["global_batch"] for r in data["best"]} == {64, 128}
+    assert main(["search", "gpt3-175b-sc21", "--gpus", "64", "--axis", "tp=8"]) == 2
+    assert "comes from the factorizations of --gpus" in capsys.readouterr().err
