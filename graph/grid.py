@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import FlopsheetError, InputValueError, ScenarioError, UnknownNameError
+from .errors import FlopsheetError, UnknownNameError
 from .names import suggest
 
 DEFAULT_MAX_CONFIGS = 5_000_000
@@ -190,18 +190,5 @@ def grid_from_sets(sc, *, zipped: bool = False) -> tuple[Grid, dict]:
     return Grid(groups), {n for g in groups for n in (a.name for a in g)}
 
 
-def product_columns(columns: dict[str, list]) -> dict[str, np.ndarray]:
-    """The cartesian product of short value lists as columns (for small enumerations)."""
-    names = list(columns)
-    if not names:
-        return {}
-    mesh = np.meshgrid(*[np.asarray(columns[n]) for n in names], indexing="ij")
-    return {n: m.ravel() for n, m in zip(names, mesh)}
-
-
-def needs_grid(sc) -> bool:
-    return any(isinstance(v.raw, (list, tuple)) or is_range(v.raw) for v in sc.values.values())
-
-
 __all__ = ["Axis", "Grid", "GridError", "expand_range", "axis_values", "grid_from_sets",
-           "needs_grid", "DEFAULT_MAX_CONFIGS", "InputValueError", "ScenarioError"]
+           "DEFAULT_MAX_CONFIGS"]

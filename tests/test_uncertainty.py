@@ -2,7 +2,6 @@
 indices of an additive model against theory, spreads in scenarios, bad spreads."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from scipy.stats import norm
 
