@@ -214,3 +214,17 @@ def test_memory_generation_changes_decode_latency(model):
     fixed = 80 * (r.scalar("kernels_per_layer") * r.scalar("serving_kernel_overhead")
                   + 2 * r.scalar("serving_tp_allreduce_time_decode"))
     assert (tpot[0] - fixed) / (tpot[-1] - fixed) == pytest.approx(2.048e12 / 410e9, rel=0.02)
+
+
+def test_disaggregated_kv_transfer_and_balanced_pools(model):
+    r = run(model, "serve-llama3-70b-h100-sla")
+    kv = 2048 * 2 * 8 * 128 * 80 * 1  # 2,048 prompt tokens of fp8 K and V
+    assert r.scalar("kv_transfer_bytes_per_request") == kv
+    nic = r.scalar("scaleout_nic_bw") * r.scalar("scaleout_efficiency")
+    assert r.scalar("kv_transfer_time") == pytest.approx(
+        r.scalar("scaleout_hop_latency") + kv / (8 * nic), rel=1e-12)
+    f = r.scalar("disagg_prefill_gpu_fraction")
+    p, d = (r.scalar("prefill_pool_requests_per_second_per_gpu"),
+            r.scalar("decode_pool_requests_per_second_per_gpu"))
+    assert f * p == pytest.approx((1 - f) * d)  # balanced pools complete requests at one rate
+    assert r.scalar("disagg_tpot") < r.scalar("tpot")  # no prefill interference in the decode pool
