@@ -228,3 +228,13 @@ def test_disaggregated_kv_transfer_and_balanced_pools(model):
             r.scalar("decode_pool_requests_per_second_per_gpu"))
     assert f * p == pytest.approx((1 - f) * d)  # balanced pools complete requests at one rate
     assert r.scalar("disagg_tpot") < r.scalar("tpot")  # no prefill interference in the decode pool
+
+
+def test_split_kv_decode_attention_fills_the_gpu_at_long_context(model):
+    r = run(model, "boundedness-llama2-7b-h100", batch=1, prompt_len=32000,
+            decode_attention_split="none,split_kv")
+    occ = np.asarray(r["decode_attention_occupancy"])
+    assert occ[0] == pytest.approx(32 / 132)  # one block per head on 132 SMs
+    assert occ[1] == 1
+    t = np.asarray(r["decode_attention_time"])
+    assert t[0] / t[1] == pytest.approx(132 / 32)
