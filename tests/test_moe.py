@@ -1,0 +1,132 @@
+"""Mixture-of-experts training (issue 11): expert data parallelism, dispatch volumes, MoE memory, ZeRO-3
+semantics - hand-checked worked examples on the DeepSeek-V3 Megatron-Bridge layout (1024 H100, tp 2, pp 8,
+ep 64, etp 1, dp 64) and the Qwen3-235B one (EP 32 from the TP x DP ranks)."""
+from __future__ import annotations
+
+import pytest
+
+from flopsheet.scenario import resolve
+from flopsheet.validate import Validator, load_points
+
+DSV3 = "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8"
+QWEN235 = "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs"
+
+
+@pytest.fixture(scope="module")
+def point():
+    v = Validator()
+    pts = {p.id: p for p in load_points()}
+
+    def run(pid=DSV3, **sets):
+        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
+    return run
+
+
+# DeepSeek-V3 by hand (DeepSeek-AI 2024, Sec. 4.2): 58 MoE layers of 256 routed experts, SwiGLU width 2048
+EXPERT = 3 * 7168 * 2048                      # 44,040,192 weights per expert
+ROUTED = 58 * 256 * EXPERT                    # 653,908,770,816 routed-expert weights
+
+
+def test_edp_and_expert_sharding_deepseek_v3(point):
+    r = point()
+    assert r.scalar("edp") == 2 * 1 * 64 / (64 * 1) == 2
+    assert r.scalar("dense_dp") == 64
+    assert r.scalar("routed_expert_params") == ROUTED
+    assert r.scalar("expert_params_per_gpu") == pytest.approx(ROUTED / (8 * 64 * 1), rel=1e-12)  # 1.277e9
+    dense = r.scalar("dense_params_per_gpu")
+    # distributed optimizer (ZeRO-1): dense states over dp x cp = 64, expert states over edp = 2
+    assert r.scalar("optimizer_memory") == pytest.approx(12 * (dense / 64 + ROUTED / 512 / 2), rel=1e-12)
+    # the expert share dominates: ~7.7 GB of 12-byte states per GPU (it was ~0.24 GB sharded over dp x cp = 64)
+    assert 12 * ROUTED / 512 / 2 / 1e9 == pytest.approx(7.66, abs=0.01)
+
+
+def test_qwen3_235b_ep_from_tp_and_dp_ranks(point):
+    r = point(QWEN235)
+    assert r.scalar("edp") == 1 and r.scalar("experts_divisible")
+    assert r.scalar("ep_group_stride") == 1 and r.scalar("ep_domains") == 4  # 32 consecutive ranks: 4 DGX nodes
+
+
+def test_ep_dispatch_is_each_tp_ranks_share(point):
+    r = point()
+    # b s / tp tokens x top_k copies x h x 2 bytes = 2048 x 8 x 7168 x 2
+    assert r.scalar("ep_dispatch_bytes") == 2048 * 8 * 7168 * 2 == 234_881_024
+    assert r.scalar("ep_alltoall_msg_bytes") == r.scalar("ep_dispatch_bytes")
+
+
+def test_full_recompute_repeats_ep_and_cp_exchanges(point):
+    none = point(recompute="none", cp=2, dp=32)
+    full = point(recompute="full", cp=2, dp=32)
+    assert full.scalar("ep_alltoalls_per_layer") == 6 and none.scalar("ep_alltoalls_per_layer") == 4
+    assert full.scalar("ep_comm_time_per_microbatch") == pytest.approx(1.5 * none.scalar("ep_comm_time_per_microbatch"))
+    assert full.scalar("cp_comm_time_per_microbatch") == pytest.approx(4 / 3 * none.scalar("cp_comm_time_per_microbatch"))
+
+
+def test_distributed_optimizer_volume_is_reduce_scatter_plus_all_gather(point):
+    r = point(dp_comm_overlap=0)
+    dense, expert = r.scalar("dense_params_per_gpu"), r.scalar("expert_params_per_gpu")
+    assert r.scalar("dp_reducescatter_msg_bytes") == pytest.approx(4 * dense)   # fp32 main grads
+    assert r.scalar("dp_allgather_msg_bytes") == pytest.approx(2 * dense)       # bf16 params
+    assert r.scalar("edp_reducescatter_msg_bytes") == pytest.approx(4 * expert)
+    assert r.scalar("dp_comm_time") == pytest.approx(
+        r.scalar("dp_reducescatter_net_time") + r.scalar("dp_allgather_net_time")
+        + r.scalar("edp_reducescatter_net_time") + r.scalar("edp_allgather_net_time"))
+    z0 = point(dp_comm_overlap=0, zero_stage=0)
+    assert z0.scalar("dp_comm_time") == pytest.approx(z0.scalar("dp_allreduce_net_time") + z0.scalar("edp_allreduce_net_time"))
+
+
+def test_zero3_gathers_per_microbatch_and_holds_the_gathered_unit(point):
+    yes = point(zero_stage=3, fsdp_reshard_after_forward="yes")
+    no = point(zero_stage=3, fsdp_reshard_after_forward="no")
+    m = yes.scalar("microbatches")
+    assert m == 8192 / 64
+    ag = yes.scalar("dp_allgather_net_time") + yes.scalar("edp_allgather_net_time")
+    rs = yes.scalar("dp_reducescatter_net_time") + yes.scalar("edp_reducescatter_net_time")
+    assert yes.scalar("dp_comm_time") == pytest.approx(m * (2 * ag + rs))
+    assert no.scalar("dp_comm_time") == pytest.approx(m * (ag + rs))
+    assert yes.scalar("fsdp_gathered_weight_memory") == pytest.approx(2 * 2 * yes.scalar("layer_params_per_gpu"))
+    # without resharding, the stage's weights stay whole: shard + gathered = unsharded weights
+    assert no.scalar("weight_memory") + no.scalar("fsdp_gathered_weight_memory") == pytest.approx(
+        2 * no.scalar("params_per_gpu"))
+    z1 = point(zero_stage=1)
+    assert z1.scalar("fsdp_gathered_weight_memory") == 0
+
+
+def test_moe_dispatch_buffers_in_activation_memory(point):
+    r = point()
+    # 2 buffers x (4096/2 tokens) x 8 copies x 7168 x 2 bytes, on 58 of 61 layers
+    assert r.scalar("moe_dispatch_activation_memory") == pytest.approx(2 * 2048 * 8 * 7168 * 2 * 58 / 61, rel=1e-12)
+
+
+def test_full_recompute_working_layer_keeps_scores_without_flash(point):
+    kw = dict(attention_impl="standard")
+    none = point(recompute="none", **kw)
+    full = point(recompute="full", **kw)
+    scores = full.scalar("attention_score_bytes_standard")
+    assert scores == pytest.approx(1 * 128 * 4096 * 4096 * 2 / 2)  # b a s^2 x 2 bytes / tp, no dropout
+    assert full.scalar("recompute_working_layer_memory") == pytest.approx(none.scalar("full_layer_activation_memory"))
+    assert point(recompute="full").scalar("recompute_working_layer_memory") < full.scalar("recompute_working_layer_memory")
+
+
+def test_capacity_and_load_imbalance(point):
+    drop = point(moe_token_dropping="yes", capacity_factor=1.25, moe_load_imbalance=2)
+    assert drop.scalar("moe_dropped_token_fraction") == pytest.approx(1 - 1.25 / 2)
+    assert drop.scalar("moe_expert_token_factor") == 1.25
+    base = point()
+    hot = point(moe_load_imbalance=1.5)
+    assert hot.scalar("moe_expert_token_factor") == 1.5 and hot.scalar("moe_dropped_token_fraction") == 0
+    assert hot.scalar("ep_dispatch_bytes") == pytest.approx(1.5 * base.scalar("ep_dispatch_bytes"))
+    assert hot.scalar("step_time") > base.scalar("step_time")
+
+
+def test_permutation_bytes(point):
+    r = point()
+    t = 2048  # tokens each tp rank dispatches
+    per_moe_layer = 2 * t * 7168 * (2 * (1 + 8) + 4 * 8)  # permute/unpermute + local sort (4 local experts)
+    assert r.scalar("moe_permute_bytes_fwd") == pytest.approx(per_moe_layer * 58 / 61, rel=1e-12)
+
+
+def test_dense_models_have_no_moe_cost(point):
+    r = point("train-mbridge-25.11-dgx-h100-llama3-70b-64gpu-fp8-cs")
+    for n in ("moe_permute_bytes_fwd", "moe_router_pointwise_bytes_fwd", "moe_pointwise_time_fwd",
+              "moe_dispatch_activation_memory", "expert_params_per_gpu"):
+        assert r.scalar(n) == 0, n
