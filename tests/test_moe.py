@@ -28,7 +28,7 @@ ROUTED = 58 * 256 * EXPERT                    # 653,908,770,816 routed-expert we
 
 
 def test_edp_and_expert_sharding_deepseek_v3(point):
-    r = point()
+    r = point(first_stage_layers=0, last_stage_layers=0)  # even split: the stage holds 1/pp of the experts
     assert r.scalar("edp") == 2 * 1 * 64 / (64 * 1) == 2
     assert r.scalar("dense_dp") == 64
     assert r.scalar("routed_expert_params") == ROUTED
@@ -143,3 +143,53 @@ def test_deepep_sends_a_token_once_per_remote_node(point):
     free = point(ep_dispatcher="deepep")  # no node limit: 8 (1 - (7/8)^8) = 5.25 domains hit
     assert free.scalar("ep_domains_per_token") == pytest.approx(8 * (1 - (7 / 8) ** 8))
     assert deepep.scalar("ep_alltoall_net_time") < a2a.scalar("ep_alltoall_net_time")
+
+
+# --- pipelines and MTP -----------------------------------------------------------------------------
+def test_uneven_layout_and_mtp_on_the_last_stage(point):
+    r = point()  # layout 'Et|(tt|)*30mL' on pp 8 x vpp 4: 7 / 8 x 6 / 6 + MTP + loss
+    assert (r.scalar("first_stage_layer_count"), r.scalar("middle_stage_layer_count"),
+            r.scalar("last_stage_layer_count")) == (7, 8, 6)
+    lt = r.scalar("layer_compute_time_per_microbatch")
+    assert r.scalar("last_stage_compute_time") == pytest.approx(6 * lt + r.scalar("logits_time") + r.scalar("mtp_time_per_microbatch"))
+    assert r.scalar("stage_compute_time_per_microbatch") == pytest.approx(
+        max(7 * lt, 8 * lt, r.scalar("last_stage_compute_time")))
+    # MTP module of DeepSeek-V3: one MoE block + 2h x h projection + 2 norms; the report's 14B also counts
+    # the checkpoint's copies of the shared embedding and head (2 x 129280 x 7168 = 1.85B)
+    block = r.scalar("attention_params_per_layer") + 2 * 7168 + 256 * EXPERT + EXPERT + 7168 * 256
+    assert r.scalar("mtp_params") == pytest.approx(block + 2 * 7168**2 + 2 * 7168)
+    assert (r.scalar("mtp_params") + 2 * 129280 * 7168) / 1e9 == pytest.approx(13.5, abs=0.1)
+    even = point(first_stage_layers=0, last_stage_layers=0)
+    assert even.scalar("first_stage_layer_count") == 61 / 8
+
+
+def test_mtp_flops_per_token(point):
+    r, off = point(), point(mtp_depth=0)
+    h, v = 7168, 129280
+    macs = (r.scalar("attention_weights_per_layer") + 9 * EXPERT + h * 256 + 2 * h * h
+            + 2 * 4096 * 128 * 96 / 2 + h * v)
+    assert r.scalar("mtp_fwd_flops_per_token") == pytest.approx(2 * macs)
+    assert r.scalar("model_flops_per_token") - off.scalar("model_flops_per_token") == pytest.approx(6 * macs)
+
+
+@pytest.mark.parametrize("schedule, bubble_of", [
+    ("one_f_one_b", lambda p, m, w, f: (p - 1) / 4 * m),         # interleaved, vpp 4
+    ("zb_h1", lambda p, m, w, f: (p - 1) * (m - 2 * w)),          # (p-1)(F+B-W), m = F+B+W
+    ("zb_h2", lambda p, m, w, f: (p - 1) * max(0, m - 3 * w)),    # (p-1)(F+B-2W)
+    ("dualpipe", lambda p, m, w, f: (p / 2 - 1) * max(0, m + (m - f - w) - 3 * w)),
+])
+def test_pipeline_schedules(point, schedule, bubble_of):
+    r = point(pipeline_schedule=schedule)
+    m, w = r.scalar("microbatch_time"), r.scalar("stage_weight_grad_time_per_microbatch")
+    f = r.scalar("stage_forward_time_per_microbatch")
+    assert w == pytest.approx(8 * r.scalar("layer_gemm_time_fwd"))
+    assert r.scalar("step_bubble_time") == pytest.approx(bubble_of(8, m, w, f))
+    inflight = {"one_f_one_b": 8 * (1 + 7 / 32), "zb_h1": 8, "zb_h2": 15, "dualpipe": 9}[schedule]
+    assert r.scalar("inflight_microbatch_factor") == pytest.approx(inflight)
+    assert r.scalar("pipeline_param_copies") == (2 if schedule == "dualpipe" else 1)
+
+
+def test_zero_bubble_orders_the_bubbles(point):
+    b = {s: point(pipeline_schedule=s).scalar("step_bubble_time") for s in ("zb_h1", "zb_h2", "dualpipe")}
+    assert b["zb_h2"] < b["zb_h1"]
+    assert point(pipeline_schedule="dualpipe").scalar("params_per_gpu") == pytest.approx(2 * point().scalar("params_per_gpu"))

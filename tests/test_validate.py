@@ -75,6 +75,7 @@ SUPPORTED = {
     "train-mbridge-25.11-dgx-h100-llama3-70b-64gpu-fp8-cs",
     "train-mbridge-25.11-dgx-h100-llama3.1-405b-1024gpu-fp8-cs",
     "train-mbridge-25.11-dgx-h100-qwen3-30b-a3b-16gpu-fp8-cs",
+    "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs",
     "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8",
     *(f"train-mpt-{s}" for s in
       ["70b-a100_80gb-seq2048-64gpu", "30b-a100_80gb-seq2048-8gpu", "13b-a100_80gb-seq2048-8gpu",
@@ -93,12 +94,12 @@ def test_supported_points_stay_supported(points):
     supported = {p.id for p in points if p.supported}
     assert not SUPPORTED - supported, f"became unsupported: {sorted(SUPPORTED - supported)}"
     assert not supported - SUPPORTED, f"newly supported (add to SUPPORTED): {sorted(supported - SUPPORTED)}"
-    assert len(SUPPORTED) == 74
+    assert len(SUPPORTED) == 75
 
 
 def test_unsupported_points_give_a_reason_and_keep_their_numbers(points):
     unsupported = [p for p in points if not p.supported]
-    assert len(unsupported) == 36  # 25 inference, 9 cost, 2 training
+    assert len(unsupported) == 35  # 25 inference, 9 cost, 1 training
     for p in unsupported:
         assert len(p.unsupported) > 20 and p.expects, p.id  # the reason, and the measured numbers
 
@@ -180,7 +181,7 @@ def test_flop_conventions_match_the_sources(report):
             ratio = (1 + errs["model_tflops_per_gpu"]) / (1 + errs["tokens_per_sec_per_gpu"])
             assert ratio == pytest.approx(1, abs=0.007), pid  # FLOPs per token agree within 0.7 %
             checked += 1
-    assert checked == 11
+    assert checked == 12
 
 
 def test_mpt_models_match_the_published_parameter_counts(validator, points):
@@ -267,7 +268,7 @@ def test_text_report_lists_unsupported_points_and_the_summary(report):
     out = io.StringIO()
     print_text(report, CATEGORIES, file=out)
     text = out.getvalue()
-    assert text.count("unsupported: ") == 36
+    assert text.count("unsupported: ") == 35
     for c in CATEGORIES:
         assert f"\n{c} " in text
     assert "worst points:" in text
