@@ -193,3 +193,35 @@ def test_zero_bubble_orders_the_bubbles(point):
     b = {s: point(pipeline_schedule=s).scalar("step_bubble_time") for s in ("zb_h1", "zb_h2", "dualpipe")}
     assert b["zb_h2"] < b["zb_h1"]
     assert point(pipeline_schedule="dualpipe").scalar("params_per_gpu") == pytest.approx(2 * point().scalar("params_per_gpu"))
+
+
+# --- fine-tuning with frozen base weights (LoRA) ---------------------------------------------------
+LLAMA70 = "train-mbridge-25.11-dgx-h100-llama3-70b-64gpu-fp8-cs"
+
+
+def test_lora_parameters_and_trainable_state(point):
+    full = point(LLAMA70)
+    r = point(LLAMA70, lora_rank=16)
+    h, q, kv, f = 8192, 8192, 1024, 28672  # Llama 3 70B: 64 heads x 128, 8 KV heads, SwiGLU 28672
+    per_layer = 16 * ((h + q) + 2 * (h + kv) + (q + h)) + 16 * 3 * (h + f)
+    assert r.scalar("lora_params") == 80 * per_layer  # 80 layers: 207,093,760
+    assert r.scalar("lora_params") == 207_093_760
+    tp, pp = r.scalar("tp"), r.scalar("pp")
+    assert r.scalar("lora_params_per_gpu") == pytest.approx(80 * per_layer / (tp * pp))
+    # gradients and optimizer states only for the adapters; weights = frozen base + adapters
+    assert r.scalar("optimizer_memory") == pytest.approx(12 * r.scalar("lora_params_per_gpu") / r.scalar("zero_shards"))
+    assert r.scalar("grad_memory") == pytest.approx(4 * r.scalar("lora_params_per_gpu"))
+    assert r.scalar("weight_memory") == pytest.approx(full.scalar("weight_memory") + 2 * r.scalar("lora_params_per_gpu"))
+    assert r.scalar("dp_grad_bytes") == pytest.approx(4 * r.scalar("lora_params_per_gpu"))
+
+
+def test_lora_backward_skips_base_weight_gradients(point):
+    full, r = point(LLAMA70), point(LLAMA70, lora_rank=16)
+    assert r.scalar("layer_bwd_gemm_factor") == 1 and full.scalar("layer_bwd_gemm_factor") == 2
+    saved = full.scalar("layer_gemm_time_fwd")
+    assert full.scalar("layer_time_bwd") - r.scalar("layer_time_bwd") == pytest.approx(
+        saved - r.scalar("lora_time_per_layer_microbatch"))
+    # hardware FLOPs: 6N + 2 s-terms ... minus one GEMM pass over the base weights, plus 3x the adapters
+    d = r.scalar("hardware_flops_per_token") - full.scalar("hardware_flops_per_token")
+    assert d == pytest.approx(2 * (3 * r.scalar("lora_macs_per_token") - r.scalar("layer_gemm_macs_per_token")))
+    assert r.scalar("step_time") < full.scalar("step_time")
