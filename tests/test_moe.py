@@ -225,3 +225,19 @@ def test_lora_backward_skips_base_weight_gradients(point):
     d = r.scalar("hardware_flops_per_token") - full.scalar("hardware_flops_per_token")
     assert d == pytest.approx(2 * (3 * r.scalar("lora_macs_per_token") - r.scalar("layer_gemm_macs_per_token")))
     assert r.scalar("step_time") < full.scalar("step_time")
+
+
+# --- torchtitan per-op selective activation checkpointing --------------------------------------------
+def test_per_op_sac_memory_and_recompute(point):
+    sel = point(LLAMA70, recompute="selective_op")
+    none = point(LLAMA70, recompute="none")
+    tp = sel.scalar("tp")
+    sp = tp  # sequence parallelism on in the family
+    h, q, kv, f = 8192, 8192, 1024, 28672
+    saved = 2 * h / sp + (2 * q + kv) / tp + f / tp  # input + w2 out, Q + SDPA out + V, w1 out
+    tokens = sel.scalar("tokens_per_microbatch_per_gpu")
+    assert sel.scalar("activation_memory_per_layer") == pytest.approx(2 * tokens * saved)
+    assert sel.scalar("activation_memory_per_layer") < none.scalar("activation_memory_per_layer")
+    # recomputed matmuls wk, wo, w3: h kv + q h + h f MACs per token and layer
+    assert sel.scalar("recompute_flops_per_token") == pytest.approx(2 * 80 * (h * kv + q * h + h * f))
+    assert 0 < sel.scalar("layer_time_recompute") < sel.scalar("layer_time_fwd")
