@@ -223,8 +223,10 @@ def test_placement_default_order_tp_cp_dp_pp():
     assert (r["tp_group_stride"], r["tp_gpus_per_domain"], r["tp_domains"]) == (1, 8, 1)
     assert not r["tp_crosses_scaleup"]
     assert (r["cp_group_stride"], r["cp_gpus_per_domain"], r["cp_domains"]) == (8, 1, 2)
-    assert (r["dp_group_stride"], r["dp_gpus_per_domain"], r["dp_domains"]) == (16, 1, 4)
-    assert (r["ep_group_stride"], r["ep_domains"]) == (16, 4)
+    # the data-parallel group includes the cp ranks: dp x cp = 8 members, stride tp (cp and dp are adjacent)
+    assert (r["dp_group_stride"], r["dp_gpus_per_domain"], r["dp_domains"]) == (8, 1, 8)
+    # experts are laid out etp-ep-edp: with etp = 1 the ep group is 4 consecutive ranks of one node
+    assert (r["ep_group_stride"], r["ep_domains"]) == (1, 1)
     assert (r["pp_group_stride"], r["pp_domains"], r["pp_domain_span"]) == (64, 2, 9)
     assert r["dp_crosses_scaleup"] and r["pp_crosses_scaleup"]
 
@@ -233,16 +235,18 @@ def test_placement_small_groups_share_a_domain():
     r = place(tp=2, cp=2, dp=4, pp=2)  # tp*cp = 4: two cp groups side by side in a node
     assert (r["tp_gpus_per_domain"], r["tp_domains"]) == (2, 1)
     assert (r["cp_gpus_per_domain"], r["cp_domains"]) == (2, 1)
-    assert (r["dp_group_stride"], r["dp_gpus_per_domain"], r["dp_domains"]) == (4, 2, 2)
+    assert (r["dp_group_stride"], r["dp_gpus_per_domain"], r["dp_domains"]) == (2, 4, 2)  # dp x cp = 8, stride tp
     assert r["dp_crosses_scaleup"] and not r["cp_crosses_scaleup"]
 
 
 def test_placement_other_orders():
     r = place(tp=4, cp=2, dp=8, pp=4, parallel_group_order="tp_cp_pp_dp")
-    assert (r["pp_group_stride"], r["dp_group_stride"]) == (8, 32)
+    assert (r["pp_group_stride"], r["dp_group_stride"]) == (8, 4)  # cp ranks first: stride tp (approximation)
+    r1 = place(tp=4, cp=1, dp=8, pp=4, parallel_group_order="tp_cp_pp_dp")
+    assert r1["dp_group_stride"] == 16
     assert (r["pp_gpus_per_domain"], r["pp_domains"]) == (1, 4)
     r = place(tp=4, cp=2, dp=8, pp=2, parallel_group_order="tp_pp_cp_dp")
-    assert (r["pp_group_stride"], r["cp_group_stride"], r["dp_group_stride"]) == (4, 8, 16)
+    assert (r["pp_group_stride"], r["cp_group_stride"], r["dp_group_stride"]) == (4, 8, 8)
     assert (r["pp_gpus_per_domain"], r["pp_domains"]) == (2, 1)
 
 
@@ -273,17 +277,18 @@ PROBE_SUFFIXES = {
     "alltoall": [], "p2p": [],
 }
 GROUP_COLLECTIVES = {"tp": ["allreduce", "allgather", "reducescatter"], "cp": ["allgather", "p2p"],
-                     "ep": ["alltoall"], "pp": ["p2p"], "dp": ["allreduce", "allgather", "reducescatter"]}
+                     "ep": ["alltoall"], "pp": ["p2p"], "dp": ["allreduce", "allgather", "reducescatter"],
+                     "edp": ["allreduce", "allgather", "reducescatter"]}
 
 
 @pytest.mark.parametrize("group", list(GROUP_COLLECTIVES))
 @pytest.mark.parametrize("scenario", ["allreduce-sweep-h100", "allreduce-a3mega-16gpu", "collectives-gb200-nvl72"])
 def test_group_formulas_equal_the_probe(group, scenario):
-    degrees = dict(tp=4, cp=2, dp=8, ep=4, pp=4)
+    degrees = dict(tp=4, cp=2, dp=8, ep=4, pp=4, etp=2)
     sizes = [0, 100 * KiB, 8 * MiB, 3 * GiB]
     extra = {f"{group}_{c}_msg_bytes": sizes for c in GROUP_COLLECTIVES[group]}
     stride = ev([f"{group}_group_stride"], scenario=scenario, **degrees)[f"{group}_group_stride"]
-    size = degrees[group]
+    size = {"dp": 8 * 2, "edp": 4 * 2 * 8 // (4 * 2)}.get(group) or degrees[group]  # dp x cp; tp cp dp/(ep etp)
     probe_names, group_names = [], []
     for c in GROUP_COLLECTIVES[group]:
         final = "time"

@@ -47,12 +47,20 @@ def published():
 
 
 # --- coverage of the published set --------------------------------------------------------------
+#: Points added from public sources outside ../shared/validation/published.yaml (each family file
+#: carries its own citation); they are checked against their family files only.
+EXTRA = {"mem-torchtitan-llama3.1-405b-512gpu-3d-1f1b"}
+
+
 def test_every_published_point_appears_exactly_once(points, published):
     ids = [p.id for p in points]
     assert len(ids) == len(set(ids))
-    assert set(ids) == set(published), (sorted(set(published) - set(ids)),
-                                        sorted(set(ids) - set(published)))
+    assert set(ids) - EXTRA == set(published), (sorted(set(published) - set(ids)),
+                                                 sorted(set(ids) - EXTRA - set(published)))
+    assert not EXTRA & set(published)
     for p in points:
+        if p.id in EXTRA:
+            continue
         assert p.category == published[p.id]["category"], p.id
 
 
@@ -75,6 +83,8 @@ SUPPORTED = {
     "train-mbridge-25.11-dgx-h100-llama3-70b-64gpu-fp8-cs",
     "train-mbridge-25.11-dgx-h100-llama3.1-405b-1024gpu-fp8-cs",
     "train-mbridge-25.11-dgx-h100-qwen3-30b-a3b-16gpu-fp8-cs",
+    "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs",
+    "mem-torchtitan-llama3.1-405b-512gpu-3d-1f1b",
     "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8",
     *(f"train-mpt-{s}" for s in
       ["70b-a100_80gb-seq2048-64gpu", "30b-a100_80gb-seq2048-8gpu", "13b-a100_80gb-seq2048-8gpu",
@@ -104,18 +114,20 @@ def test_supported_points_stay_supported(points):
     supported = {p.id for p in points if p.supported}
     assert not SUPPORTED - supported, f"became unsupported: {sorted(SUPPORTED - supported)}"
     assert not supported - SUPPORTED, f"newly supported (add to SUPPORTED): {sorted(supported - SUPPORTED)}"
-    assert len(SUPPORTED) == 99
+    assert len(SUPPORTED) == 101
 
 
 def test_unsupported_points_give_a_reason_and_keep_their_numbers(points):
     unsupported = [p for p in points if not p.supported]
-    assert len(unsupported) == 11  # 9 cost, 2 training (inference: all 25 supported, issue 12)
+    assert len(unsupported) == 10  # 9 cost, 1 training (gpt-oss sliding window)
     for p in unsupported:
         assert len(p.unsupported) > 20 and p.expects, p.id  # the reason, and the measured numbers
 
 
 def test_every_reported_metric_is_compared_or_explained(points, published):
     for p in points:
+        if p.id in EXTRA:
+            continue
         reported = {m["metric"] for m in published[p.id]["measured"]}
         compared = {e.metric for e in p.expects}
         assert compared <= reported, (p.id, compared - reported)
@@ -131,7 +143,7 @@ UNITS = {"tokens/s/GPU": "token/s", "tokens/s": "token/s"}
 def test_measured_numbers_are_the_published_ones(points, published, validator):
     lib = validator.lib
     for p in points:
-        if not p.supported:
+        if not p.supported or p.id in EXTRA:
             continue
         reported = {m["metric"]: m for m in published[p.id]["measured"]}
         for e in p.expects:
@@ -146,6 +158,7 @@ def test_measured_numbers_are_the_published_ones(points, published, validator):
 #: what each published metric means, and the one node that means the same. Per-system numbers
 #: (aggregate_pflops, a whole-system tokens/s) are absent on purpose: they must not meet a per-GPU node.
 LIKE_FOR_LIKE = {
+    "peak_memory_per_gpu": "memory_per_gpu",              # torchtitan: allocator peak over all GPUs
     "achieved_tflops_per_gpu": "achieved_flops_per_gpu",  # SC21: hardware FLOPs (recompute counted)
     "pct_of_peak": "hfu",                                 # SC21: the same over the peak
     "model_tflops_per_gpu": "model_tflops_per_gpu",       # NeMo, Megatron-Bridge, Megatron-Core
@@ -199,7 +212,7 @@ def test_flop_conventions_match_the_sources(report):
             ratio = (1 + errs["model_tflops_per_gpu"]) / (1 + errs["tokens_per_sec_per_gpu"])
             assert ratio == pytest.approx(1, abs=0.007), pid  # FLOPs per token agree within 0.7 %
             checked += 1
-    assert checked == 11
+    assert checked == 12
 
 
 def test_mpt_models_match_the_published_parameter_counts(validator, points):
@@ -232,8 +245,9 @@ def test_every_row_is_within_its_stated_tolerance(report):
 
 #: category -> (median |error| bound, worst |error| bound); measured when written in the comment
 CATEGORY_BOUNDS = {
-    "training": (0.06, 1.85),     # median 5.1 %, worst +177 % (Qwen3-30B-A3B, fine-grained MoE)
-    "memory": (0.005, 0.02),      # median 0.0 %, worst -1.3 % (ZeRO-3: Fig. 1 rounds 1.875 GB to 1.9)
+    "training": (0.06, 1.35),     # median 5.5 %, worst +130 % (Qwen3-30B-A3B, fine-grained MoE, host-bound)
+    "memory": (0.005, 0.50),      # median 0.0 %; worst -47.9 % (torchtitan 405B measured peak: allocator,
+                                  # Float8 and compile buffers not modelled); analytical families bounded below
     "collective": (0.075, 0.25),  # median 6.2 %, worst +22.8 % (A100 128 MiB)
     "inference": (0.10, 0.35),    # median 4.9 %, worst -32.9 % (TRT-LLM v0.5 TTFT, 7B, 128 tokens)
 }
@@ -243,10 +257,11 @@ FAMILY_BOUNDS = {
     ("korthikanti-2022", "training"): (0.04, 0.10),     # 2.8 %, +9.0 %
     ("korthikanti-2022", "memory"): (0.001, 0.003),     # 0.0 %, +0.02 %
     ("zero", "memory"): (0.005, 0.02),                  # 0.1 %, -1.3 %
+    ("torchtitan-memory", "memory"): (0.50, 0.50),      # -47.9 %: a documented gap, must not grow
     ("mpt-llm-foundry", "training"): (0.08, 0.18),      # 6.4 %, +15.9 %
     ("megatron-core-h100", "training"): (0.05, 0.10),   # 4.2 %, -9.3 % (the H100 gemm_efficiency fit set)
     ("nemo-24.07", "training"): (0.08, 0.26),           # 6.5 %, +23.7 % (held out from that fit)
-    ("megatron-bridge", "training"): (0.19, 1.85),      # 17.4 %, +177 % (held out)
+    ("megatron-bridge", "training"): (0.19, 1.35),      # 17.5 %, +130 % (held out)
     ("nccl-tests", "collective"): (0.075, 0.25),        # 6.2 %, +22.8 %
     ("gpt-fast", "inference"): (0.03, 0.05),            # 1.9 %, +2.5 % (the A100 serving fit set)
     ("tensorrt-llm", "inference"): (0.13, 0.35),        # 11.8 %, -32.9 % (Hopper fit on its 4 7B rows)
@@ -289,7 +304,7 @@ def test_text_report_lists_unsupported_points_and_the_summary(report):
     out = io.StringIO()
     print_text(report, CATEGORIES, file=out)
     text = out.getvalue()
-    assert text.count("unsupported: ") == 11
+    assert text.count("unsupported: ") == 10
     for c in CATEGORIES:
         assert f"\n{c} " in text
     assert "worst points:" in text
@@ -351,7 +366,7 @@ def test_cli_validate_json(capsys):
     from flopsheet.cli import main
     assert main(["validate", "--category", "memory", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["categories"]["memory"]["supported"] == 8
+    assert out["categories"]["memory"]["supported"] == 9
     assert {r["point"] for r in out["rows"]} >= {"mem-zero-fig1-pos", "mem-korthikanti-fig1-1t"}
 
 

@@ -1,0 +1,243 @@
+"""Mixture-of-experts training (issue 11): expert data parallelism, dispatch volumes, MoE memory, ZeRO-3
+semantics - hand-checked worked examples on the DeepSeek-V3 Megatron-Bridge layout (1024 H100, tp 2, pp 8,
+ep 64, etp 1, dp 64) and the Qwen3-235B one (EP 32 from the TP x DP ranks)."""
+from __future__ import annotations
+
+import pytest
+
+from flopsheet.scenario import resolve
+from flopsheet.validate import Validator, load_points
+
+DSV3 = "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8"
+QWEN235 = "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs"
+
+
+@pytest.fixture(scope="module")
+def point():
+    v = Validator()
+    pts = {p.id: p for p in load_points()}
+
+    def run(pid=DSV3, **sets):
+        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
+    return run
+
+
+# DeepSeek-V3 by hand (DeepSeek-AI 2024, Sec. 4.2): 58 MoE layers of 256 routed experts, SwiGLU width 2048
+EXPERT = 3 * 7168 * 2048                      # 44,040,192 weights per expert
+ROUTED = 58 * 256 * EXPERT                    # 653,908,770,816 routed-expert weights
+
+
+def test_edp_and_expert_sharding_deepseek_v3(point):
+    r = point(first_stage_layers=0, last_stage_layers=0)  # even split: the stage holds 1/pp of the experts
+    assert r.scalar("edp") == 2 * 1 * 64 / (64 * 1) == 2
+    assert r.scalar("dense_dp") == 64
+    assert r.scalar("routed_expert_params") == ROUTED
+    assert r.scalar("expert_params_per_gpu") == pytest.approx(ROUTED / (8 * 64 * 1), rel=1e-12)  # 1.277e9
+    dense = r.scalar("dense_params_per_gpu")
+    # distributed optimizer (ZeRO-1): dense states over dp x cp = 64, expert states over edp = 2
+    assert r.scalar("optimizer_memory") == pytest.approx(12 * (dense / 64 + ROUTED / 512 / 2), rel=1e-12)
+    # the expert share dominates: ~7.7 GB of 12-byte states per GPU (it was ~0.24 GB sharded over dp x cp = 64)
+    assert 12 * ROUTED / 512 / 2 / 1e9 == pytest.approx(7.66, abs=0.01)
+
+
+def test_qwen3_235b_ep_from_tp_and_dp_ranks(point):
+    r = point(QWEN235)
+    assert r.scalar("edp") == 1 and r.scalar("experts_divisible")
+    assert r.scalar("ep_group_stride") == 1 and r.scalar("ep_domains") == 4  # 32 consecutive ranks: 4 DGX nodes
+
+
+def test_ep_dispatch_is_each_tp_ranks_share(point):
+    r = point()
+    # b s / tp tokens x top_k copies x h x 2 bytes = 2048 x 8 x 7168 x 2
+    assert r.scalar("ep_dispatch_bytes") == 2048 * 8 * 7168 * 2 == 234_881_024
+    assert r.scalar("ep_alltoall_msg_bytes") == r.scalar("ep_dispatch_bytes")
+
+
+def test_full_recompute_repeats_ep_and_cp_exchanges(point):
+    none = point(recompute="none", cp=2, dp=32)
+    full = point(recompute="full", cp=2, dp=32)
+    assert full.scalar("ep_alltoalls_per_layer") == 6 and none.scalar("ep_alltoalls_per_layer") == 4
+    assert full.scalar("ep_comm_time_per_microbatch") == pytest.approx(1.5 * none.scalar("ep_comm_time_per_microbatch"))
+    assert full.scalar("cp_comm_time_per_microbatch") == pytest.approx(4 / 3 * none.scalar("cp_comm_time_per_microbatch"))
+
+
+def test_distributed_optimizer_volume_is_reduce_scatter_plus_all_gather(point):
+    r = point(dp_comm_overlap=0)
+    dense, expert = r.scalar("dense_params_per_gpu"), r.scalar("expert_params_per_gpu")
+    assert r.scalar("dp_reducescatter_msg_bytes") == pytest.approx(4 * dense)   # fp32 main grads
+    assert r.scalar("dp_allgather_msg_bytes") == pytest.approx(2 * dense)       # bf16 params
+    assert r.scalar("edp_reducescatter_msg_bytes") == pytest.approx(4 * expert)
+    assert r.scalar("dp_comm_time") == pytest.approx(
+        r.scalar("dp_reducescatter_net_time") + r.scalar("dp_allgather_net_time")
+        + r.scalar("edp_reducescatter_net_time") + r.scalar("edp_allgather_net_time"))
+    z0 = point(dp_comm_overlap=0, zero_stage=0)
+    assert z0.scalar("dp_comm_time") == pytest.approx(z0.scalar("dp_allreduce_net_time") + z0.scalar("edp_allreduce_net_time"))
+
+
+def test_zero3_gathers_per_microbatch_and_holds_the_gathered_unit(point):
+    yes = point(zero_stage=3, fsdp_reshard_after_forward="yes")
+    no = point(zero_stage=3, fsdp_reshard_after_forward="no")
+    m = yes.scalar("microbatches")
+    assert m == 8192 / 64
+    ag = yes.scalar("dp_allgather_net_time") + yes.scalar("edp_allgather_net_time")
+    rs = yes.scalar("dp_reducescatter_net_time") + yes.scalar("edp_reducescatter_net_time")
+    assert yes.scalar("dp_comm_time") == pytest.approx(m * (2 * ag + rs))
+    assert no.scalar("dp_comm_time") == pytest.approx(m * (ag + rs))
+    assert yes.scalar("fsdp_gathered_weight_memory") == pytest.approx(2 * 2 * yes.scalar("layer_params_per_gpu"))
+    # without resharding, the stage's weights stay whole: shard + gathered = unsharded weights
+    assert no.scalar("weight_memory") + no.scalar("fsdp_gathered_weight_memory") == pytest.approx(
+        2 * no.scalar("params_per_gpu"))
+    z1 = point(zero_stage=1)
+    assert z1.scalar("fsdp_gathered_weight_memory") == 0
+
+
+def test_moe_dispatch_buffers_in_activation_memory(point):
+    r = point()
+    # 2 buffers x (4096/2 tokens) x 8 copies x 7168 x 2 bytes, on 58 of 61 layers
+    assert r.scalar("moe_dispatch_activation_memory") == pytest.approx(2 * 2048 * 8 * 7168 * 2 * 58 / 61, rel=1e-12)
+
+
+def test_full_recompute_working_layer_keeps_scores_without_flash(point):
+    kw = dict(attention_impl="standard")
+    none = point(recompute="none", **kw)
+    full = point(recompute="full", **kw)
+    scores = full.scalar("attention_score_bytes_standard")
+    assert scores == pytest.approx(1 * 128 * 4096 * 4096 * 2 / 2)  # b a s^2 x 2 bytes / tp, no dropout
+    assert full.scalar("recompute_working_layer_memory") == pytest.approx(none.scalar("full_layer_activation_memory"))
+    assert point(recompute="full").scalar("recompute_working_layer_memory") < full.scalar("recompute_working_layer_memory")
+
+
+def test_capacity_and_load_imbalance(point):
+    drop = point(moe_token_dropping="yes", capacity_factor=1.25, moe_load_imbalance=2)
+    assert drop.scalar("moe_dropped_token_fraction") == pytest.approx(1 - 1.25 / 2)
+    assert drop.scalar("moe_expert_token_factor") == 1.25
+    base = point()
+    hot = point(moe_load_imbalance=1.5)
+    assert hot.scalar("moe_expert_token_factor") == 1.5 and hot.scalar("moe_dropped_token_fraction") == 0
+    assert hot.scalar("ep_dispatch_bytes") == pytest.approx(1.5 * base.scalar("ep_dispatch_bytes"))
+    assert hot.scalar("step_time") > base.scalar("step_time")
+
+
+def test_permutation_bytes(point):
+    r = point()
+    t = 2048  # tokens each tp rank dispatches
+    per_moe_layer = 2 * t * 7168 * (2 * (1 + 8) + 4 * 8)  # permute/unpermute + local sort (4 local experts)
+    assert r.scalar("moe_permute_bytes_fwd") == pytest.approx(per_moe_layer * 58 / 61, rel=1e-12)
+
+
+def test_dense_models_have_no_moe_cost(point):
+    r = point("train-mbridge-25.11-dgx-h100-llama3-70b-64gpu-fp8-cs")
+    for n in ("moe_permute_bytes_fwd", "moe_router_pointwise_bytes_fwd", "moe_pointwise_time_fwd",
+              "moe_dispatch_activation_memory", "expert_params_per_gpu"):
+        assert r.scalar(n) == 0, n
+
+
+def test_deepep_sends_a_token_once_per_remote_node(point):
+    # DeepSeek-V3 on EP 64 = 8 DGX nodes, node-limited to 4 (DeepSeek-AI 2024, Sec. 2.1.2): 4 x 7/8 = 3.5 remote
+    # node copies per token instead of 8 x 56/64 = 7 routed copies - half the InfiniBand bytes
+    a2a = point(moe_node_limit=4)
+    deepep = point(moe_node_limit=4, ep_dispatcher="deepep")
+    assert a2a.scalar("ep_scaleout_dedup_factor") == 1
+    assert deepep.scalar("ep_domains_per_token") == 4
+    assert deepep.scalar("ep_scaleout_dedup_factor") == pytest.approx(0.5)
+    free = point(ep_dispatcher="deepep")  # no node limit: 8 (1 - (7/8)^8) = 5.25 domains hit
+    assert free.scalar("ep_domains_per_token") == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert deepep.scalar("ep_alltoall_net_time") < a2a.scalar("ep_alltoall_net_time")
+
+
+# --- pipelines and MTP -----------------------------------------------------------------------------
+def test_uneven_layout_and_mtp_on_the_last_stage(point):
+    r = point()  # layout 'Et|(tt|)*30mL' on pp 8 x vpp 4: 7 / 8 x 6 / 6 + MTP + loss
+    assert (r.scalar("first_stage_layer_count"), r.scalar("middle_stage_layer_count"),
+            r.scalar("last_stage_layer_count")) == (7, 8, 6)
+    lt = r.scalar("layer_compute_time_per_microbatch")
+    assert r.scalar("last_stage_compute_time") == pytest.approx(6 * lt + r.scalar("logits_time") + r.scalar("mtp_time_per_microbatch"))
+    assert r.scalar("stage_compute_time_per_microbatch") == pytest.approx(
+        max(7 * lt, 8 * lt, r.scalar("last_stage_compute_time")))
+    # MTP module of DeepSeek-V3: one MoE block + 2h x h projection + 2 norms; the report's 14B also counts
+    # the checkpoint's copies of the shared embedding and head (2 x 129280 x 7168 = 1.85B)
+    block = r.scalar("attention_params_per_layer") + 2 * 7168 + 256 * EXPERT + EXPERT + 7168 * 256
+    assert r.scalar("mtp_params") == pytest.approx(block + 2 * 7168**2 + 2 * 7168)
+    assert (r.scalar("mtp_params") + 2 * 129280 * 7168) / 1e9 == pytest.approx(13.5, abs=0.1)
+    even = point(first_stage_layers=0, last_stage_layers=0)
+    assert even.scalar("first_stage_layer_count") == 61 / 8
+
+
+def test_mtp_flops_per_token(point):
+    r, off = point(), point(mtp_depth=0)
+    h, v = 7168, 129280
+    macs = (r.scalar("attention_weights_per_layer") + 9 * EXPERT + h * 256 + 2 * h * h
+            + 2 * 4096 * 128 * 96 / 2 + h * v)
+    assert r.scalar("mtp_fwd_flops_per_token") == pytest.approx(2 * macs)
+    assert r.scalar("model_flops_per_token") - off.scalar("model_flops_per_token") == pytest.approx(6 * macs)
+
+
+@pytest.mark.parametrize("schedule, bubble_of", [
+    ("one_f_one_b", lambda p, m, w, f: (p - 1) / 4 * m),         # interleaved, vpp 4
+    ("zb_h1", lambda p, m, w, f: (p - 1) * (m - 2 * w)),          # (p-1)(F+B-W), m = F+B+W
+    ("zb_h2", lambda p, m, w, f: (p - 1) * max(0, m - 3 * w)),    # (p-1)(F+B-2W)
+    ("dualpipe", lambda p, m, w, f: (p / 2 - 1) * max(0, m + (m - f - w) - 3 * w)),
+])
+def test_pipeline_schedules(point, schedule, bubble_of):
+    r = point(pipeline_schedule=schedule)
+    m, w = r.scalar("microbatch_time"), r.scalar("stage_weight_grad_time_per_microbatch")
+    f = r.scalar("stage_forward_time_per_microbatch")
+    assert w == pytest.approx(8 * r.scalar("layer_gemm_time_fwd"))
+    assert r.scalar("step_bubble_time") == pytest.approx(bubble_of(8, m, w, f))
+    inflight = {"one_f_one_b": 8 * (1 + 7 / 32), "zb_h1": 8, "zb_h2": 15, "dualpipe": 9}[schedule]
+    assert r.scalar("inflight_microbatch_factor") == pytest.approx(inflight)
+    assert r.scalar("pipeline_param_copies") == (2 if schedule == "dualpipe" else 1)
+
+
+def test_zero_bubble_orders_the_bubbles(point):
+    b = {s: point(pipeline_schedule=s).scalar("step_bubble_time") for s in ("zb_h1", "zb_h2", "dualpipe")}
+    assert b["zb_h2"] < b["zb_h1"]
+    assert point(pipeline_schedule="dualpipe").scalar("params_per_gpu") == pytest.approx(2 * point().scalar("params_per_gpu"))
+
+
+# --- fine-tuning with frozen base weights (LoRA) ---------------------------------------------------
+LLAMA70 = "train-mbridge-25.11-dgx-h100-llama3-70b-64gpu-fp8-cs"
+
+
+def test_lora_parameters_and_trainable_state(point):
+    full = point(LLAMA70)
+    r = point(LLAMA70, lora_rank=16)
+    h, q, kv, f = 8192, 8192, 1024, 28672  # Llama 3 70B: 64 heads x 128, 8 KV heads, SwiGLU 28672
+    per_layer = 16 * ((h + q) + 2 * (h + kv) + (q + h)) + 16 * 3 * (h + f)
+    assert r.scalar("lora_params") == 80 * per_layer  # 80 layers: 207,093,760
+    assert r.scalar("lora_params") == 207_093_760
+    tp, pp = r.scalar("tp"), r.scalar("pp")
+    assert r.scalar("lora_params_per_gpu") == pytest.approx(80 * per_layer / (tp * pp))
+    # gradients and optimizer states only for the adapters; weights = frozen base + adapters
+    assert r.scalar("optimizer_memory") == pytest.approx(12 * r.scalar("lora_params_per_gpu") / r.scalar("zero_shards"))
+    assert r.scalar("grad_memory") == pytest.approx(4 * r.scalar("lora_params_per_gpu"))
+    assert r.scalar("weight_memory") == pytest.approx(full.scalar("weight_memory") + 2 * r.scalar("lora_params_per_gpu"))
+    assert r.scalar("dp_grad_bytes") == pytest.approx(4 * r.scalar("lora_params_per_gpu"))
+
+
+def test_lora_backward_skips_base_weight_gradients(point):
+    full, r = point(LLAMA70), point(LLAMA70, lora_rank=16)
+    assert r.scalar("layer_bwd_gemm_factor") == 1 and full.scalar("layer_bwd_gemm_factor") == 2
+    saved = full.scalar("layer_gemm_time_fwd")
+    assert full.scalar("layer_time_bwd") - r.scalar("layer_time_bwd") == pytest.approx(
+        saved - r.scalar("lora_time_per_layer_microbatch"))
+    # hardware FLOPs: 6N + 2 s-terms ... minus one GEMM pass over the base weights, plus 3x the adapters
+    d = r.scalar("hardware_flops_per_token") - full.scalar("hardware_flops_per_token")
+    assert d == pytest.approx(2 * (3 * r.scalar("lora_macs_per_token") - r.scalar("layer_gemm_macs_per_token")))
+    assert r.scalar("step_time") < full.scalar("step_time")
+
+
+# --- torchtitan per-op selective activation checkpointing --------------------------------------------
+def test_per_op_sac_memory_and_recompute(point):
+    sel = point(LLAMA70, recompute="selective_op")
+    none = point(LLAMA70, recompute="none")
+    tp = sel.scalar("tp")
+    sp = tp  # sequence parallelism on in the family
+    h, q, kv, f = 8192, 8192, 1024, 28672
+    saved = 2 * h / sp + (2 * q + kv) / tp + f / tp  # input + w2 out, Q + SDPA out + V, w1 out
+    tokens = sel.scalar("tokens_per_microbatch_per_gpu")
+    assert sel.scalar("activation_memory_per_layer") == pytest.approx(2 * tokens * saved)
+    assert sel.scalar("activation_memory_per_layer") < none.scalar("activation_memory_per_layer")
+    # recomputed matmuls wk, wo, w3: h kv + q h + h f MACs per token and layer
+    assert sel.scalar("recompute_flops_per_token") == pytest.approx(2 * 80 * (h * kv + q * h + h * f))
+    assert 0 < sel.scalar("layer_time_recompute") < sel.scalar("layer_time_fwd")
