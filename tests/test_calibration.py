@@ -72,3 +72,40 @@ def test_calibration_tool_reproduces_the_hopper_fit():
     batches, nodes, meas, _ = tool.point_arrays(v, pts)
     err = tool.predict(v, batches, nodes, {"gemm_efficiency": 0.608, "gemm_quantization": 1}) / meas - 1
     assert abs(float(sorted(abs(err))[len(err) // 2])) < 0.05  # median |err| 4.6 % at the fit
+
+
+def _step(model, **v):
+    outs = ["step_time", "step_tp_comm_time", "tp_comm_time_per_microbatch", "microbatches",
+            "layers_per_stage", "tp_collective_time", "qkv_gemm_flops_fwd", "mlp_up_gemm_flops_fwd",
+            "gemm_flops_rate", "step_bubble_time", "microbatch_time", "logits_time"]
+    return model.evaluate(v, outputs=outs)
+
+
+def test_async_tp_allreduce_hides_at_most_the_wgrad_window(model):
+    base = {"hidden": 3072, "heads": 32, "kv_heads": 32, "head_dim": 96, "ffn_hidden": 12288,
+            "experts": 0, "layers": 30, "seq_len": 2048, "micro_batch": 8, "global_batch": 512,
+            "tp": 8, "pp": 1, "dp": 8, "recompute": 2, "sequence_parallel": 0}
+    off = _step(model, **base, tp_async_grad_allreduce=0)
+    on = _step(model, **base, tp_async_grad_allreduce=1)
+    s = on.scalar
+    window = (min(s("tp_collective_time"), s("qkv_gemm_flops_fwd") / s("gemm_flops_rate"))
+              + min(s("tp_collective_time"), s("mlp_up_gemm_flops_fwd") / s("gemm_flops_rate")))
+    hidden = s("microbatches") * s("layers_per_stage") * window
+    assert off.scalar("step_tp_comm_time") - on.scalar("step_tp_comm_time") == pytest.approx(hidden)
+    assert off.scalar("step_time") - on.scalar("step_time") == pytest.approx(hidden)
+    # 6 all-reduces per layer (full recompute), at most the 2 backward ones hide
+    assert hidden <= s("microbatches") * s("tp_comm_time_per_microbatch") * 2 / 6 + 1e-12
+    # a slow (inter-node, tp 16) all-reduce hides only the wgrad GEMM time, not all of itself
+    slow = _step(model, **{**base, "tp": 16, "dp": 4}, tp_async_grad_allreduce=1)
+    q = slow.scalar("qkv_gemm_flops_fwd") / slow.scalar("gemm_flops_rate")
+    assert slow.scalar("tp_collective_time") > q
+
+
+def test_bubble_counts_the_output_layer_once_per_pipeline(model):
+    base = {"hidden": 8192, "heads": 64, "kv_heads": 64, "head_dim": 128, "ffn_hidden": 32768,
+            "experts": 0, "layers": 48, "seq_len": 2048, "micro_batch": 24, "global_batch": 1536,
+            "tp": 8, "pp": 16, "dp": 4}
+    r = _step(model, **base)
+    expected = 15 * (r.scalar("microbatch_time") - r.scalar("logits_time") * 15 / 16)
+    assert r.scalar("step_bubble_time") == pytest.approx(expected)
+    assert r.scalar("step_bubble_time") < 15 * r.scalar("microbatch_time")

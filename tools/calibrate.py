@@ -62,6 +62,8 @@ def main(argv):
     ap.add_argument("--on", required=True, help="families (comma-separated) to fit on")
     ap.add_argument("--fit", required=True, help="global inputs to fit (comma-separated)")
     ap.add_argument("--check", default="", help="families to report the fitted values on (held out)")
+    ap.add_argument("--loss", default="soft_l1", help="least_squares loss: soft_l1 (robust to the few "
+                    "outlying measurements, scale 5 %%) or linear")
     ap.add_argument("--dump", action="store_true", help="print every fitted row's error")
     ap.add_argument("--set", action="append", default=[], help="name=value applied before fitting")
     a = ap.parse_args(argv)
@@ -88,7 +90,8 @@ def main(argv):
         return np.log(pred / meas)
 
     before = np.expm1(resid(x0 / scale))
-    sol = least_squares(resid, x0 / scale, bounds=(lo, hi), x_scale=1.0, diff_step=1e-3)
+    sol = least_squares(resid, x0 / scale, bounds=(lo, hi), x_scale=1.0, diff_step=1e-3,
+                        loss=a.loss, f_scale=0.05)
     after = np.expm1(resid(sol.x))
     print(f"fit on {a.on} ({len(meas)} rows)")
     for n, x, y in zip(names, x0, sol.x * scale):
