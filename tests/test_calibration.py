@@ -109,3 +109,47 @@ def test_bubble_counts_the_output_layer_once_per_pipeline(model):
     expected = 15 * (r.scalar("microbatch_time") - r.scalar("logits_time") * 15 / 16)
     assert r.scalar("step_bubble_time") == pytest.approx(expected)
     assert r.scalar("step_bubble_time") < 15 * r.scalar("microbatch_time")
+
+
+def test_flash_kv_traffic_is_per_kv_head(model):
+    # Llama-3-8B-like layer: 32 query heads, 8 KV heads, d 128, s 8192, b 1, tp 1, flash, causal.
+    # bytes = 2 * b * d * (2 * 32 * s + 2 * 8 * s * ceil(s / B_r) / 2) with B_r = 128 (H100 SRAM)
+    v = {"heads": 32, "kv_heads": 8, "head_dim": 128, "hidden": 4096, "seq_len": 8192,
+         "micro_batch": 1, "tp": 1, "cp": 1, "attention_impl": 1, "sram_per_sm": 228 * 1024}
+    r = model.evaluate(v, outputs=["attention_core_bytes_fwd", "flash_block_rows"])
+    assert r.scalar("flash_block_rows") == 128
+    s = 8192
+    assert r.scalar("attention_core_bytes_fwd") == pytest.approx(
+        2 * 128 * (2 * 32 * s + 2 * 8 * s * (s // 128) / 2))
+
+
+def test_fa3_overlap_takes_the_slowest_part(model):
+    v = {"heads": 32, "kv_heads": 8, "head_dim": 128, "hidden": 4096, "seq_len": 8192,
+         "micro_batch": 1, "tp": 1, "cp": 1, "attention_impl": 1}
+    outs = ["attention_core_time_fwd", "attention_core_bytes_fwd", "attention_core_flops_fwd",
+            "attention_scores_per_layer", "memory_rate", "attention_flops_rate", "vector_flops_rate"]
+    fa2 = model.evaluate({**v, "flash_softmax_overlap": 0}, outputs=outs)
+    fa3 = model.evaluate({**v, "flash_softmax_overlap": 1}, outputs=outs)
+    s = fa2.scalar
+    parts = [s("attention_core_bytes_fwd") / s("memory_rate"),
+             s("attention_core_flops_fwd") / s("attention_flops_rate"),
+             5 * s("attention_scores_per_layer") / s("vector_flops_rate")]
+    assert fa2.scalar("attention_core_time_fwd") == pytest.approx(sum(parts))
+    assert fa3.scalar("attention_core_time_fwd") == pytest.approx(max(parts))
+
+
+def test_fp8_casts_worked_example(model):
+    # one layer, 4096 tokens, h 4096, MHA (q = kv = 4096), ffn 16384, GeLU, tp 1, 8 microbatches,
+    # cached weights: fwd bytes = 4 * (4096 * (2*4096 + 4096 + 16384) + weights / 8)
+    v = {"hidden": 4096, "heads": 32, "kv_heads": 32, "head_dim": 128, "ffn_hidden": 16384,
+         "gated_mlp": 0, "experts": 0, "seq_len": 4096, "micro_batch": 1, "tp": 1, "dp": 1,
+         "global_batch": 8, "compute_dtype": 3, "hbm_bandwidth": 1e12, "memory_efficiency": 1}
+    r = model.evaluate(v, outputs=["fp8_cast_time_fwd", "fp8_cast_time_bwd", "mlp_matrices",
+                                   "microbatches"])
+    assert r.scalar("mlp_matrices") == 2 and r.scalar("microbatches") == 8
+    weights = 4096 * 3 * 4096 + 4096 * 4096 + 2 * 4096 * 16384
+    assert r.scalar("fp8_cast_time_fwd") == pytest.approx(
+        4 * (4096 * (2 * 4096 + 4096 + 16384) + weights / 8) / 1e12)
+    assert r.scalar("fp8_cast_time_bwd") == pytest.approx(4 * 4096 * (3 * 4096 + 2 * 4096 + 16384) / 1e12)
+    bf16 = model.evaluate({**v, "compute_dtype": 1}, outputs=["fp8_cast_time_fwd"])
+    assert bf16.scalar("fp8_cast_time_fwd") == 0

@@ -222,7 +222,7 @@ def test_every_row_is_within_its_stated_tolerance(report):
 
 #: category -> (median |error| bound, worst |error| bound); measured when written in the comment
 CATEGORY_BOUNDS = {
-    "training": (0.055, 1.85),    # median 5.0 % with vTrain, worst +177 % (Qwen3-30B-A3B, fine-grained MoE)
+    "training": (0.055, 2.25),    # median 5.0 % with vTrain, worst +216 % (Qwen3-30B-A3B, fine-grained MoE: K/V per KV head made its attention cheaper; MoE compute is issue 11's MoE half)
     "memory": (0.005, 0.02),      # median 0.0 %, worst -1.3 % (ZeRO-3: Fig. 1 rounds 1.875 GB to 1.9)
     "collective": (0.075, 0.25),  # median 6.2 %, worst +22.8 % (A100 128 MiB)
 }
@@ -234,8 +234,8 @@ FAMILY_BOUNDS = {
     ("zero", "memory"): (0.005, 0.02),                  # 0.1 %, -1.3 %
     ("mpt-llm-foundry", "training"): (0.08, 0.18),      # 6.4 %, +15.9 %
     ("megatron-core-h100", "training"): (0.05, 0.10),   # 4.2 %, -9.3 % (the H100 gemm_efficiency fit set)
-    ("nemo-24.07", "training"): (0.08, 0.26),           # 6.5 %, +23.7 % (held out from that fit)
-    ("megatron-bridge", "training"): (0.19, 1.85),      # 17.4 %, +177 % (held out)
+    ("nemo-24.07", "training"): (0.065, 0.17),          # 5.3 %, -15.4 % (the Hopper fp8_gemm_efficiency_factor fit set)
+    ("megatron-bridge", "training"): (0.13, 2.25),      # 11.5 %, +216 % (held out; was 17.4 %)
     ("nccl-tests", "collective"): (0.075, 0.25),        # 6.2 %, +22.8 %
     ("vtrain-multi", "training"): (0.05, 0.50),         # 4.7 %, -49.1 % (3.6B, tp 8, micro batch 64); was 7.0 %
 }
