@@ -89,7 +89,7 @@ def main(argv):
         pred = predict(validator, values, nodes, {**fixed, **dict(zip(names, z * scale))})
         return np.log(pred / meas)
 
-    before = np.expm1(resid(x0 / scale))
+    before = predict(validator, values, nodes, fixed) / meas - 1  # the shipped (preset) values
     sol = least_squares(resid, x0 / scale, bounds=(lo, hi), x_scale=1.0, diff_step=1e-3,
                         loss=a.loss, f_scale=0.05)
     after = np.expm1(resid(sol.x))
