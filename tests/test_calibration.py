@@ -153,3 +153,20 @@ def test_fp8_casts_worked_example(model):
     assert r.scalar("fp8_cast_time_bwd") == pytest.approx(4 * 4096 * (3 * 4096 + 2 * 4096 + 16384) / 1e12)
     bf16 = model.evaluate({**v, "compute_dtype": 1}, outputs=["fp8_cast_time_fwd"])
     assert bf16.scalar("fp8_cast_time_fwd") == 0
+
+
+def test_mfu_conventions_and_power_limited_clock(model):
+    v = {"hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn_hidden": 14336,
+         "gated_mlp": 1, "experts": 0, "layers": 32, "seq_len": 8192, "micro_batch": 1, "tp": 1,
+         "dp": 8, "global_batch": 128, "peak_flops_bf16": 989e12, "peak_flops_fp8": 1979e12}
+    outs = ["mfu", "mfu_bf16", "step_time", "model_tflops_per_gpu"]
+    bf16 = model.evaluate({**v, "compute_dtype": 1}, outputs=outs)
+    fp8 = model.evaluate({**v, "compute_dtype": 3}, outputs=outs)
+    assert bf16.scalar("mfu") == pytest.approx(bf16.scalar("mfu_bf16"))
+    assert fp8.scalar("mfu_bf16") == pytest.approx(fp8.scalar("mfu") * 1979 / 989)
+    capped = model.evaluate({**v, "compute_dtype": 1, "clock_fraction": 0.8}, outputs=outs)
+    # compute-bound GEMMs slow down by 1/0.8; the MFU denominator (datasheet peak) stays
+    assert capped.scalar("step_time") > 1.1 * bf16.scalar("step_time")
+    assert capped.scalar("step_time") < 1.25 * bf16.scalar("step_time")
+    assert capped.scalar("mfu") / bf16.scalar("mfu") == pytest.approx(
+        bf16.scalar("step_time") / capped.scalar("step_time"))
