@@ -188,3 +188,21 @@ def test_dp_overlap_bounded_by_its_window(model):
     half = model.evaluate({**v, "dp_overlap_bound": 1, "dp_comm_overlap": 0.5}, outputs=outs)
     assert half.scalar("step_dp_comm_time") == pytest.approx(
         0.5 * s("dp_comm_time") + 0.5 * s("step_dp_comm_time"))
+
+
+def test_tied_embedding_allreduce_between_first_and_last_stage(model):
+    v = {"hidden": 12288, "heads": 96, "kv_heads": 96, "head_dim": 128, "ffn_hidden": 49152,
+         "layers": 96, "vocab": 51200, "tp": 8, "pp": 8, "dp": 16, "global_batch": 1536,
+         "grad_bytes": 2, "experts": 0}
+    outs = ["step_embedding_comm_time", "tied_embedding_grad_bytes", "pp_domains", "step_time"]
+    r = model.evaluate({**v, "tied_embeddings": 1}, outputs=outs)
+    assert r.scalar("tied_embedding_grad_bytes") == 51200 * 12288 / 8 * 2  # 157 MB per GPU
+    assert r.scalar("pp_domains") > 1
+    # ~157 MB over one GPU's share of the scale-out fabric: milliseconds, once per step
+    assert 1e-3 < r.scalar("step_embedding_comm_time") < 0.1
+    untied = model.evaluate({**v, "tied_embeddings": 0}, outputs=outs)
+    assert untied.scalar("step_embedding_comm_time") == 0
+    assert r.scalar("step_time") - untied.scalar("step_time") == pytest.approx(
+        r.scalar("step_embedding_comm_time"), rel=0.05)  # untying also grows the last stage a little
+    flat = model.evaluate({**v, "tied_embeddings": 1, "pp": 1, "dp": 128}, outputs=outs)
+    assert flat.scalar("step_embedding_comm_time") == 0
