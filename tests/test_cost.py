@@ -184,3 +184,22 @@ def test_reticle_and_stitching(model):
     assert r.scalar("max_single_exposure_die_area") / MM2 == pytest.approx(858)
     assert r.scalar("die_stitches") == 1
     assert not r.scalar("die_fits_reticle")
+
+
+def test_monolithic_reference_equals_split_of_one(model):
+    r = ev(model, ["package_cost", "mono_package_cost", "chip_nre", "mono_nre"], chiplets=1,
+           compute_silicon_area="700 mm^2")
+    assert r.scalar("mono_package_cost") == pytest.approx(r.scalar("package_cost"), rel=1e-12)
+    assert r.scalar("mono_nre") == pytest.approx(r.scalar("chip_nre"), rel=1e-12)
+
+
+def test_breakeven_volume_equalises_total_cost(model):
+    # a small design: chiplets cost more per unit but save design NRE through die reuse
+    kw = dict(chiplets=4, compute_silicon_area="120 mm^2", packaging="organic_mcm", hbm_stacks=0)
+    r = ev(model, ["chiplet_breakeven_volume", "chip_nre", "mono_nre", "package_cost",
+                   "mono_package_cost", "chiplet_unit_saving"], **kw)
+    v = r.scalar("chiplet_breakeven_volume")
+    assert r.scalar("chiplet_unit_saving") < 0 and v > 0
+    total_c = r.scalar("chip_nre") + v * r.scalar("package_cost")
+    total_m = r.scalar("mono_nre") + v * r.scalar("mono_package_cost")
+    assert total_c == pytest.approx(total_m, rel=1e-9)
