@@ -75,3 +75,29 @@ def test_power_limit_binds_when_the_die_grows(model):
            process_node="n2", compute_silicon_area="1600 mm^2", gpu_tdp="700 W")
     assert r.scalar("derived_area_limited_flops") > r.scalar("derived_power_limited_flops")
     assert r.scalar("derived_peak_flops_bf16") == r.scalar("derived_power_limited_flops")
+
+
+def test_node_scaling_study(model):
+    order = NODES
+    res = {n: run_scenario(model, f"study-node-scaling-{n}") for n in order}
+    steps = [res[n].scalar("step_time") for n in order]
+    assert all(b <= a for a, b in zip(steps, steps[1:]))
+    assert steps[0] / steps[-1] > 10  # 16 nm -> 1 nm class: over an order of magnitude
+    # the cost of the same run falls from 16 nm to 2 nm
+    assert res["n2"].scalar("cost_per_training_run") < res["n16"].scalar("cost_per_training_run")
+    # communication's share of the step grows once logic outpaces the network of the era (n16 -> n5)
+    share = {n: res[n].scalar("step_tp_comm_time") / res[n].scalar("step_time") for n in order}
+    assert share["n5"] > share["n16"]
+
+
+def test_perf_per_dollar_study_has_a_pareto_front(model):
+    import numpy as np
+    r = run_scenario(model, "study-perf-per-dollar")
+    times = np.asarray(r["time_to_train"])
+    per_dollar = np.asarray(r["training_tokens_per_dollar"])
+    assert times.shape == (6,)
+    # same node: the 1,600 mm^2 4-chiplet design trains faster and buys more tokens per dollar than 800 mm^2
+    for i in range(3):
+        assert times[i + 3] < times[i] and per_dollar[i + 3] > per_dollar[i]
+    # newer nodes: faster at every design size
+    assert times[0] > times[1] > times[2] and times[3] > times[4] > times[5]
