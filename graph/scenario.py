@@ -28,6 +28,8 @@ from .yamlio import read_mapping
 
 SCENARIO_KEYS = {"doc", "source", "use", "values", "report"}
 SET_ORIGIN = "--set"
+#: provenance kinds of a preset value (DESIGN.md, "Provenance of preset values")
+KINDS = ("measured", "datasheet", "derived", "projection", "assumption")
 
 
 @dataclass
@@ -163,11 +165,20 @@ def add_values(sc: Scenario, values, shown: str, default_source: str = "", *,
         vline = line_of(name) or line
         source = default_source
         if isinstance(v, dict):
-            extra = set(v) - {"value", "source"}
+            extra = set(v) - {"value", "source", "as_of", "kind"}
             if "value" not in v or extra:
-                raise ScenarioError("a value with a citation is {value: ..., source: ...}",
+                raise ScenarioError("a value with a citation is {value: ..., source: ..., as_of: "
+                                    "year, kind: measured|datasheet|derived|projection|assumption}",
+                                    file=shown, line=vline, node=str(name))
+            kind = v.get("kind")
+            if kind is not None and kind not in KINDS:
+                raise ScenarioError(f"kind `{kind}` is not one of {', '.join(KINDS)}",
                                     file=shown, line=vline, node=str(name))
             source = str(v.get("source") or default_source)
+            tags = ([f"kind: {kind}"] if kind is not None else []) + (
+                [f"as_of: {v['as_of']}"] if "as_of" in v else [])
+            if tags:  # provenance travels with the citation (explain and the workbook show it)
+                source += f" [{'; '.join(tags)}]"
             v = v["value"]
         sc.values[str(name)] = Value(v, f"{shown}:{vline}" if vline else shown, source)
 

@@ -203,3 +203,14 @@ def test_breakeven_volume_equalises_total_cost(model):
     total_c = r.scalar("chip_nre") + v * r.scalar("package_cost")
     total_m = r.scalar("mono_nre") + v * r.scalar("mono_package_cost")
     assert total_c == pytest.approx(total_m, rel=1e-9)
+
+
+def test_preset_provenance_kind_and_as_of(tmp_path):
+    from flopsheet.errors import ScenarioError
+    from flopsheet.scenario import load_scenario
+    sc = load_scenario("cost-gpt3-175b-h100")
+    assert sc.values["power_price"].source.endswith("[kind: measured; as_of: 2024]")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("doc: x\nvalues:\n  power_price: {value: 0.1 USD/kWh, source: s, kind: guess}\n")
+    with pytest.raises(ScenarioError, match="kind `guess`"):
+        load_scenario(str(bad))
