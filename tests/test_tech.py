@@ -101,3 +101,9 @@ def test_perf_per_dollar_study_has_a_pareto_front(model):
         assert times[i + 3] < times[i] and per_dollar[i + 3] > per_dollar[i]
     # newer nodes: faster at every design size
     assert times[0] > times[1] > times[2] and times[3] > times[4] > times[5]
+
+
+def test_derived_sram_matches_h100_calibration(model):
+    r = ev(model, ["derived_sram_capacity"], process_node="n5", compute_silicon_area="814 mm^2")
+    hand = 50e6 + 2 * 132 * 256 * 1024  # L2 + L1/shared + registers, bytes
+    assert r.scalar("derived_sram_capacity") == pytest.approx(hand, rel=0.03)
