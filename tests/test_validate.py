@@ -257,7 +257,7 @@ CATEGORY_BOUNDS = {
     "training": (0.06, 1.85),     # median 5.1 %, worst +177 % (Qwen3-30B-A3B, fine-grained MoE)
     "memory": (0.005, 0.02),      # median 0.0 %, worst -1.3 % (ZeRO-3: Fig. 1 rounds 1.875 GB to 1.9)
     "collective": (0.075, 0.25),  # median 6.2 %, worst +22.8 % (A100 128 MiB)
-    "cost": (0.06, 0.52),         # median 4.4 %, worst -50 % (Chiplet Actuary's 3nm D0 vs the node table)
+    "cost": (0.06, 0.52),         # median 3.3 %, worst -50 % (Chiplet Actuary's 3nm D0 vs the node table)
 }
 #: (family, category) -> (median |error| bound, worst |error| bound)
 FAMILY_BOUNDS = {
@@ -271,7 +271,7 @@ FAMILY_BOUNDS = {
     ("megatron-bridge", "training"): (0.19, 1.85),      # 17.4 %, +177 % (held out)
     ("nccl-tests", "collective"): (0.075, 0.25),        # 6.2 %, +22.8 %
     ("chip-cost", "cost"): (0.03, 0.52),                # 0.1 %, -50 % (many rows are input checks)
-    ("cost-anchors", "cost"): (0.16, 0.18),             # 14.2 %, -15.5 % (H100 price at a 75 % margin)
+    ("cost-anchors", "cost"): (0.10, 0.15),             # 8.7 %, -12.8 % (H100 price at a 75 % margin)
 }
 
 
