@@ -214,3 +214,25 @@ def test_preset_provenance_kind_and_as_of(tmp_path):
     bad.write_text("doc: x\nvalues:\n  power_price: {value: 0.1 USD/kWh, source: s, kind: guess}\n")
     with pytest.raises(ScenarioError, match="kind `guess`"):
         load_scenario(str(bad))
+
+
+def test_run_cost_sensitivity_reaches_the_cost_leaves(model):
+    """sensitivity --of cost_per_training_run: die area, D0, wafer price, HBM price, utilization and
+    power price all move it, with the signs the economics say; checked against finite differences."""
+    from flopsheet.scenario import load_scenario, resolve
+    from flopsheet.sensitivity import Differentiator
+    values = resolve(load_scenario("cost-gpt3-175b-h100"), model)
+    res = model.evaluate(values)
+    sens = Differentiator(model).gradient(res, "cost_per_training_run")
+    el = {name: e for name, e, _ in sens.ranked()}
+    for name in ("compute_silicon_area", "defect_density_n5", "wafer_price_n5", "hbm_price_per_gb",
+                 "utilization", "power_price", "margin", "pue"):
+        assert el[name] > 0, name
+    assert el["amortization_years"] < 0 and el["volume"] < 0
+    base = res.scalar("cost_per_training_run")
+    for name in ("wafer_price_n5", "power_price", "hbm_price_per_gb"):
+        v = dict(values)
+        v[name] = values.get(name, model.defaults()[name]) * 1.0001
+        fd = (model.evaluate(v, outputs=["cost_per_training_run"]).scalar("cost_per_training_run")
+              / base - 1) / 1e-4
+        assert el[name] == pytest.approx(fd, rel=1e-3), name
