@@ -236,3 +236,17 @@ def test_run_cost_sensitivity_reaches_the_cost_leaves(model):
         fd = (model.evaluate(v, outputs=["cost_per_training_run"]).scalar("cost_per_training_run")
               / base - 1) / 1e-4
         assert el[name] == pytest.approx(fd, rel=1e-3), name
+
+
+def test_b200_package_preset_costs_more_than_h100(model):
+    from flopsheet.scenario import bundled_templates, compose, resolve
+    runs = {}
+    for hw, pkg in (("h100-sxm5-80gb", "h100-package"), ("b200", "b200-package")):
+        sc = compose(hw, "test", [f"hardware/{hw}", "systems/dgx-h100-superpod", f"cost/{pkg}",
+                                  "cost/datacenter-2024"], {}, near=bundled_templates())
+        runs[hw] = model.evaluate(resolve(sc, model), outputs=[
+            "package_cost", "accelerator_manufacturing_cost", "bridge_count", "die_area"])
+    b, h = runs["b200"], runs["h100-sxm5-80gb"]
+    assert b.scalar("bridge_count") == 1 + 8  # one die-to-die edge, one per HBM stack
+    assert b.scalar("die_area") / MM2 == pytest.approx(780 + 20)
+    assert 1.5 < b.scalar("accelerator_manufacturing_cost") / h.scalar("accelerator_manufacturing_cost") < 3.5
