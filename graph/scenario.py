@@ -29,6 +29,8 @@ from .yamlio import read_mapping
 SCENARIO_KEYS = {"doc", "source", "use", "values", "report"}
 SET_ORIGIN = "--set"
 SPREAD_KEYS = {"range", "distribution", "sd"}  # read by graph/distributions.py
+#: provenance kinds of a preset value (DESIGN.md, "Provenance of preset values")
+KINDS = ("measured", "datasheet", "derived", "projection", "assumption")
 
 
 @dataclass
@@ -166,12 +168,21 @@ def add_values(sc: Scenario, values, shown: str, default_source: str = "", *,
         source = default_source
         spread = None
         if isinstance(v, dict):
-            extra = set(v) - {"value", "source"} - SPREAD_KEYS
+            extra = set(v) - {"value", "source", "as_of", "kind"} - SPREAD_KEYS
             if "value" not in v or extra:
-                raise ScenarioError("a value with a citation is {value: ..., source: ...} "
-                                    "(plus range:, distribution:, sd: for its uncertainty)",
+                raise ScenarioError("a value with a citation is {value: ..., source: ..., as_of: "
+                                    "year, kind: measured|datasheet|derived|projection|assumption} (plus range:, "
+                                    "distribution:, sd: for its uncertainty)",
+                                    file=shown, line=vline, node=str(name))
+            kind = v.get("kind")
+            if kind is not None and kind not in KINDS:
+                raise ScenarioError(f"kind `{kind}` is not one of {', '.join(KINDS)}",
                                     file=shown, line=vline, node=str(name))
             source = str(v.get("source") or default_source)
+            tags = ([f"kind: {kind}"] if kind is not None else []) + (
+                [f"as_of: {v['as_of']}"] if "as_of" in v else [])
+            if tags:  # provenance travels with the citation (explain and the workbook show it)
+                source += f" [{'; '.join(tags)}]"
             spread = {k: v[k] for k in SPREAD_KEYS if k in v} or None
             v = v["value"]
         sc.values[str(name)] = Value(v, f"{shown}:{vline}" if vline else shown, source, spread)

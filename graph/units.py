@@ -76,6 +76,7 @@ watt_hour = watt * hour = Wh
 cent = USD / 100
 inch = 0.0254 * meter = in
 percent = 0.01 = %
+billion = 1e9
 """
 
 BOOL = "bool"  #: the declared unit of a condition node

@@ -1,0 +1,109 @@
+"""Technology-node table and the derived accelerator (issue 13)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_scenario
+from flopsheet.library import load_library
+
+NODES = ["n16", "n10", "n7", "n5", "n3", "n2", "a16", "a14", "a10"]
+
+
+def ev(model, outputs, **values):
+    return model.evaluate({k: model.encode(k, v) for k, v in values.items()}, outputs=outputs)
+
+
+def test_every_node_row_is_sourced_with_kind_and_year():
+    lib = load_library()
+    for q in ("logic_density", "sram_density", "wafer_price", "defect_density", "energy_per_flop",
+              "design_nre"):
+        for n in NODES:
+            item = lib.item(f"{q}_{n}")
+            assert "[kind: " in item.source and "as_of: " in item.source, (q, n)
+            if n in ("n2", "a16", "a14", "a10"):
+                assert "projection" in item.source or "assumption" in item.source, (q, n)
+
+
+def test_node_trends(model):
+    rows = {n: ev(model, ["logic_density", "wafer_price", "energy_per_flop", "sram_density"],
+                  process_node=n) for n in NODES}
+    seq = [rows[n] for n in NODES]
+    for a, b in zip(seq, seq[1:]):
+        assert b.scalar("logic_density") > a.scalar("logic_density")
+        assert b.scalar("wafer_price") >= a.scalar("wafer_price")
+        assert b.scalar("energy_per_flop") < a.scalar("energy_per_flop")
+        assert b.scalar("sram_density") >= a.scalar("sram_density")  # SRAM stalls at N3, never shrinks
+    # cost per transistor still falls from 16 to 5 nm (wafer price over density)
+    per_tr = [rows[n].scalar("wafer_price") / rows[n].scalar("logic_density") for n in NODES]
+    assert per_tr[3] < per_tr[0]
+
+
+def test_derived_accelerator_reproduces_h100_at_n5(model):
+    # calibrated on H100 SXM: 814 mm^2 at n5, 700 W -> 989 TFLOP/s BF16 from both limits
+    r = ev(model, ["derived_area_limited_flops", "derived_power_limited_flops",
+                   "derived_peak_flops_per_gpu", "derived_hbm_bandwidth"],
+           process_node="n5", compute_silicon_area="814 mm^2", gpu_tdp="700 W", compute_dtype="bf16",
+           hbm_stacks=5, accelerator_source="derived")
+    assert r.scalar("derived_power_limited_flops") == pytest.approx(989e12, rel=0.01)
+    assert r.scalar("derived_area_limited_flops") == pytest.approx(989e12, rel=0.02)
+    assert r.scalar("derived_hbm_bandwidth") == pytest.approx(5 * 819e9)
+
+
+def test_derived_a100_held_out(model):
+    # A100 (n7, 826 mm^2, 400 W) is not used in any calibration: BF16 peak 312 TFLOP/s
+    r = ev(model, ["derived_peak_flops_per_gpu"], process_node="n7", compute_silicon_area="826 mm^2",
+           gpu_tdp="400 W", compute_dtype="bf16")
+    assert r.scalar("derived_peak_flops_per_gpu") == pytest.approx(312e12, rel=0.35)
+
+
+def test_process_node_moves_step_time_and_cost(model):
+    out = {}
+    for n in ("n7", "n5", "n2"):
+        r = run_scenario(model, "cost-gpt3-175b-h100", process_node=n, accelerator_source="derived")
+        out[n] = (r.scalar("step_time"), r.scalar("cost_per_good_die"), r.scalar("peak_flops_per_gpu"))
+    assert out["n7"][0] > out["n5"][0] > out["n2"][0]   # faster
+    assert out["n7"][1] < out["n2"][1]                   # dearer silicon per die
+    assert out["n2"][2] > out["n5"][2] > out["n7"][2]
+    # the preset path ignores the node for performance
+    a = run_scenario(model, "cost-gpt3-175b-h100", process_node="n2").scalar("step_time")
+    b = run_scenario(model, "cost-gpt3-175b-h100", process_node="n7").scalar("step_time")
+    assert a == b
+
+
+def test_power_limit_binds_when_the_die_grows(model):
+    r = ev(model, ["derived_area_limited_flops", "derived_power_limited_flops", "derived_peak_flops_bf16"],
+           process_node="n2", compute_silicon_area="1600 mm^2", gpu_tdp="700 W")
+    assert r.scalar("derived_area_limited_flops") > r.scalar("derived_power_limited_flops")
+    assert r.scalar("derived_peak_flops_bf16") == r.scalar("derived_power_limited_flops")
+
+
+def test_node_scaling_study(model):
+    order = NODES
+    res = {n: run_scenario(model, f"study-node-scaling-{n}") for n in order}
+    steps = [res[n].scalar("step_time") for n in order]
+    assert all(b <= a for a, b in zip(steps, steps[1:]))
+    assert steps[0] / steps[-1] > 10  # 16 nm -> 1 nm class: over an order of magnitude
+    # the cost of the same run falls from 16 nm to 2 nm
+    assert res["n2"].scalar("cost_per_training_run") < res["n16"].scalar("cost_per_training_run")
+    # communication's share of the step grows once logic outpaces the network of the era (n16 -> n5)
+    share = {n: res[n].scalar("step_tp_comm_time") / res[n].scalar("step_time") for n in order}
+    assert share["n5"] > share["n16"]
+
+
+def test_perf_per_dollar_study_has_a_pareto_front(model):
+    import numpy as np
+    r = run_scenario(model, "study-perf-per-dollar")
+    times = np.asarray(r["time_to_train"])
+    per_dollar = np.asarray(r["training_tokens_per_dollar"])
+    assert times.shape == (6,)
+    # same node: the 1,600 mm^2 4-chiplet design trains faster and buys more tokens per dollar than 800 mm^2
+    for i in range(3):
+        assert times[i + 3] < times[i] and per_dollar[i + 3] > per_dollar[i]
+    # newer nodes: faster at every design size
+    assert times[0] > times[1] > times[2] and times[3] > times[4] > times[5]
+
+
+def test_derived_sram_matches_h100_calibration(model):
+    r = ev(model, ["derived_sram_capacity"], process_node="n5", compute_silicon_area="814 mm^2")
+    hand = 50e6 + 2 * 132 * 256 * 1024  # L2 + L1/shared + registers, bytes
+    assert r.scalar("derived_sram_capacity") == pytest.approx(hand, rel=0.03)
