@@ -14,7 +14,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 from . import units
 from .errors import (CycleError, DuplicateNameError, FlopsheetError, InputValueError,
                      SchemaError, UnknownNameError)
@@ -58,8 +57,24 @@ class Node:
     source: str
     file: str
     line: int | None
-    parsed: Parsed | None = None
+    _parsed: Parsed | None = None
     display: str | None = None  # unit to show values in, e.g. h for GPU-hours
+    # from the disk cache: the formula's text and names, parsed again only when needed
+    _text: str | None = None
+    _names: list[str] | None = None
+    _context: Any = None  # (choices, bool_names) to parse with
+
+    @property
+    def parsed(self) -> Parsed:
+        if self._parsed is None:
+            choices, bool_names = self._context
+            self._parsed = parse(self.expr_text, file=self.file, line=self.line, node=self.name,
+                                 choices=choices, bool_names=bool_names)
+        return self._parsed
+
+    @parsed.setter
+    def parsed(self, p: Parsed) -> None:
+        self._parsed = p
 
     @property
     def expr(self):
@@ -67,7 +82,12 @@ class Node:
 
     @property
     def deps(self) -> list[str]:
-        return self.parsed.names
+        return self._names if self._parsed is None else self._parsed.names
+
+    @property
+    def text(self) -> str:
+        """The formula as parsed (whitespace normalised)."""
+        return self._text if self._parsed is None else self._parsed.text
 
     @property
     def is_bool(self) -> bool:
@@ -94,21 +114,35 @@ class Library:
     """
 
     def __init__(self, files: list[FormulaFile], inputs: dict[str, Input],
-                 nodes: dict[str, Node], digest: str, root: str):
+                 nodes: dict[str, Node], digest: str, root: str, order: list[str] | None = None):
         self.files = files
         self.inputs = inputs
         self.nodes = nodes
         self.digest = digest
+        self.digest_full = digest
         self.root = root
-        self.graph = nx.DiGraph()
-        for name, inp in inputs.items():
-            self.graph.add_node(name, kind="input", item=inp)
-        for name, node in nodes.items():
-            self.graph.add_node(name, kind="node", item=node)
-        for name, node in nodes.items():
-            for dep in node.deps:
-                self.graph.add_edge(dep, name)
-        self.order: list[str] = [n for n in nx.topological_sort(self.graph) if n in nodes]
+        self._graph = None
+        self._ancestors: dict[str, frozenset[str]] = {}
+        if order is None:  # as networkx orders them (the disk cache keeps this order)
+            import networkx as nx
+            order = [n for n in nx.topological_sort(self.graph) if n in nodes]
+        self.order: list[str] = order
+
+    @property
+    def graph(self):
+        """networkx DiGraph of the library (built on first use: networkx takes ~0.25 s to import)."""
+        if self._graph is None:
+            import networkx as nx
+            g = nx.DiGraph()
+            for name, inp in self.inputs.items():
+                g.add_node(name, kind="input", item=inp)
+            for name, node in self.nodes.items():
+                g.add_node(name, kind="node", item=node)
+            for name, node in self.nodes.items():
+                for dep in node.deps:
+                    g.add_edge(dep, name)
+            self._graph = g
+        return self._graph
 
     def __contains__(self, name: str) -> bool:
         return name in self.inputs or name in self.nodes
@@ -128,7 +162,19 @@ class Library:
         return self.item(name).dim
 
     def ancestors(self, name: str) -> set[str]:
-        return nx.ancestors(self.graph, name)
+        """Every name ``name``'s formula depends on, directly or not (memoized)."""
+        found = self._ancestors.get(name)
+        if found is None:
+            seen, stack = set(), [name]
+            while stack:
+                n = stack.pop()
+                node = self.nodes.get(n)
+                for d in node.deps if node is not None else ():
+                    if d not in seen:
+                        seen.add(d)
+                        stack.append(d)
+            found = self._ancestors[name] = frozenset(seen)
+        return set(found)
 
 
 def bundled_formulas() -> Path:
@@ -155,8 +201,21 @@ def load_library(root: str | Path | None = None) -> Library:
     key = (str(root_path), digest.hexdigest())
     lib = _CACHE.get(key)
     if lib is None:  # parsing and unit checks take ~1 s; the files' text decides reuse
-        lib = _CACHE[key] = build_library(raw, digest=key[1][:16], root=str(root_path))
+        from . import libcache  # the disk cache (a record of a library built before)
+        lib = libcache.load(raw, digest=key[1][:16], root=str(root_path))
+        if lib is None:
+            lib = build_library(raw, digest=key[1][:16], root=str(root_path))
+            libcache.save(lib)
+        _CACHE[key] = lib
     return lib
+
+
+def raw_digest(raw: list[tuple[str, str, str]]) -> str:
+    """Hash of ``(shown_path, topic, text)`` triples: what a built library depends on."""
+    h = hashlib.sha256()
+    for shown, topic, text in raw:
+        h.update(f"{shown}\0{topic}\0{text}\0".encode())
+    return h.hexdigest()
 
 
 _CACHE: dict[tuple[str, str], Library] = {}
@@ -231,10 +290,13 @@ def build_library(raw: list[tuple[str, str, str]], *, digest: str = "", root: st
             raise units.UnitError(
                 f"declared unit `{node.unit}` ({units.dim_str(node.dim)}) but the formula gives "
                 f"{units.dim_str(found)}", file=node.file, line=node.line, node=node.name)
-    return Library(files, inputs, nodes, digest, root)
+    lib = Library(files, inputs, nodes, digest, root)
+    lib.digest_full = raw_digest(raw)
+    return lib
 
 
 def _check_cycles(nodes: dict[str, Node]) -> None:
+    import networkx as nx
     g = nx.DiGraph()
     for name, node in nodes.items():
         g.add_node(name)
