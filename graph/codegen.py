@@ -51,7 +51,7 @@ def _allfinite(x):
     return np.isfinite(x).all()
 
 
-_NS_SCALAR = {"_isf": math.isfinite, "_NF": NonFinite, "_sqrt": math.sqrt, "_exp": math.exp,
+_NS_SCALAR = {"_isf": math.isfinite, "_sum": sum, "_NF": NonFinite, "_sqrt": math.sqrt, "_exp": math.exp,
               "_log": math.log, "_s_ceil": S.s_ceil, "_s_floor": S.s_floor, "_s_mod": S.s_mod,
               "_s_eq": S.s_eq, "_s_ne": S.s_ne, "_s_lt": S.s_lt, "_s_le": S.s_le,
               "_s_gt": S.s_gt, "_s_ge": S.s_ge, "_nan": math.nan, "_inf": math.inf}
@@ -180,6 +180,7 @@ class _Gen:
         self.n = 0
         self.sites: list[tuple[str, str | None]] = []
         self.top_checked: set[str] = set()
+        self.deferred: list[str] = []
 
     def new(self, prefix="t") -> str:
         self.n += 1
@@ -198,6 +199,12 @@ class _Gen:
 
     def check(self, x, scope, live, node, what):
         if x[:1] != "t" or x in self.top_checked:
+            return
+        if what is None and not self.array:
+            # scalar code checks node values once, at the end (one sum); a non-finite node
+            # value used inside a later formula is caught there too, so uses need no check
+            self.top_checked.add(x)
+            self.deferred.append(x)
             return
         if self.array:
             key = ("chk", x, id(live) if live is not None else None)
@@ -351,6 +358,9 @@ class _Gen:
         if leaves:
             body.append("    " + ", ".join(f"L{i}" for i in range(len(leaves))) + ", = A")
         lines = self.lines
+        if self.deferred:
+            lines = lines + [(1, f"if not _isf(_sum(({''.join(x + ', ' for x in self.deferred)}))): "
+                                 f"raise _NF(-1)", None, [])]
         if self.array:
             lines = _with_dels(lines, set(ret))
         body += ["    " * ind + line for ind, line, _, _ in lines]

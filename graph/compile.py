@@ -231,6 +231,9 @@ def _printer_class():
 def _winner(i, sign, *args):
     """1.0 where args[i] is the first maximum of sign*args (broadcast), else 0.0."""
     import numpy as np
+    if all(np.ndim(a) == 0 for a in args):  # one configuration (the gradient): no stacking
+        vals = [sign * float(a) for a in args]
+        return float(vals.index(max(vals)) == int(i))
     stacked = np.stack(np.broadcast_arrays(*[sign * np.asarray(a, dtype=float) for a in args]))
     return (np.argmax(stacked, axis=0) == int(i)).astype(float)
 

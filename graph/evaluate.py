@@ -30,6 +30,8 @@ from .spreadsheet import (ss_ceil, ss_eq, ss_floor, ss_ge, ss_gt, ss_le, ss_lt, 
                           ss_mod, ss_ne)
 
 NONFINITE_MODES = ("raise", "mask")
+_SCALAR_TYPES = frozenset({float, int, bool, np.float64, np.int64, np.float32, np.int32,
+                           np.bool_})
 _MAX_ROWS_SHOWN = 5
 
 
@@ -218,17 +220,19 @@ class Model:
             env[k] = v
         prog = self.program(outputs, overridden, keep_intermediates)
         args = [env[n] for n in prog.leaves]
-        if not any(isinstance(a, (np.ndarray, list, tuple)) and np.ndim(a) for a in args):
+        if set(map(type, args)) <= _SCALAR_TYPES:
             try:
-                fargs = [float(a) for a in args]
-                if check and not all(map(math.isfinite, fargs)):
+                fargs = list(map(float, args))
+                if check and not math.isfinite(sum(fargs)):  # one test; odd cases go below
                     raise codegen.NonFinite
                 out = prog.scalar(fargs)
+                vals = list(np.array(out, dtype=float)) if out else []
             except (ArithmeticError, ValueError, TypeError):
                 pass  # the array code below evaluates again and says what went wrong
             else:
-                for n, v in zip(prog.names, out):
-                    env[n] = np.bool_(v) if v is True or v is False else np.float64(v)
+                for i in self._bool_positions(prog):
+                    vals[i] = np.bool_(out[i])
+                env.update(zip(prog.names, vals))
                 return Result(env, frozenset(overridden), *self._all_valid(on_nonfinite, ()))
         aargs = []
         for n, a in zip(prog.leaves, args):
@@ -251,6 +255,12 @@ class Model:
             return self._masked(res, prog, bad, shape)
         res.valid, res.reasons = self._all_valid(on_nonfinite if check else "raise", shape)
         return res
+
+    def _bool_positions(self, prog) -> list[int]:
+        pos = getattr(prog, "bool_positions", None)
+        if pos is None:
+            pos = prog.bool_positions = [i for i, n in enumerate(prog.names) if n in self._bool]
+        return pos
 
     @staticmethod
     def _all_valid(mode, shape):

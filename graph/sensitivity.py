@@ -22,7 +22,8 @@ import numpy as np
 import sympy as sp
 
 from .errors import FlopsheetError
-from .evaluate import Model, Result, compile_expr
+from .compile import compile_expr
+from .evaluate import Model, Result
 from .parser import symbol
 
 TIE = 1e-9
@@ -79,22 +80,41 @@ def _strip_step_derivatives(e: sp.Basic) -> sp.Basic:
                      and a.has(sp.ceiling, sp.floor), lambda a: sp.S.Zero)
 
 
+def partial_expr(lib, node: str, dep: str) -> sp.Basic:
+    """d(node)/d(dep) as a sympy expression: ceil/floor steps as 0, max/min through the first
+    winning argument. Cached per library and shared by every user (the gradient here, the
+    Partials sheet of the Excel export), so each edge is differentiated once per process."""
+    cache = lib.__dict__.setdefault("_partial_exprs", {})
+    d = cache.get((node, dep))
+    if d is None:
+        forms = lib.__dict__.setdefault("_diff_forms", {})
+        form = forms.get(node)
+        if form is None:
+            form = forms[node] = _argmax_form(lib.nodes[node].expr)
+        d = _strip_step_derivatives(sp.diff(form, symbol(dep)))
+        d = d.replace(_FirstMax, sp.Max).replace(_FirstMin, sp.Min)
+        # Subs(0, x, ...) left behind when step derivatives are zeroed -> its value
+        d = d.replace(lambda a: isinstance(a, sp.Subs) and a.expr.is_Number, lambda a: a.expr)
+        cache[(node, dep)] = d
+    return d
+
+
 class Differentiator:
-    """Per-edge partial derivatives of a compiled model, compiled lazily and cached."""
+    """Per-edge partial derivatives of a compiled model, compiled lazily and cached on the
+    model (a new Differentiator of the same model reuses them)."""
 
     def __init__(self, model: Model):
         self.model = model
-        self._partials: dict[tuple[str, str], object] = {}
-        self._probes: dict[str, list] = {}
+        self._partials: dict[tuple[str, str], object] = model.__dict__.setdefault(
+            "_partial_fns", {})
+        self._probes: dict[str, list] = model.__dict__.setdefault("_nonsmooth_probes", {})
 
     def partial(self, node: str, dep: str):
         key = (node, dep)
         fn = self._partials.get(key)
         if fn is None:
-            n = self.model.lib.nodes[node]
-            d = _strip_step_derivatives(sp.diff(_argmax_form(n.expr), symbol(dep)))
-            d = d.replace(_FirstMax, sp.Max).replace(_FirstMin, sp.Min)
-            fn = self._partials[key] = compile_expr(n.deps, d)
+            d = partial_expr(self.model.lib, node, dep)
+            fn = self._partials[key] = compile_expr(self.model.lib.nodes[node].deps, d)
         return fn
 
     def gradient(self, result: Result, output: str) -> Sensitivity:
@@ -112,20 +132,20 @@ class Differentiator:
         adj: dict[str, float] = {output: 1.0}
         scope = self._scope(output, result.overridden)
         choice = {n for n, i in lib.inputs.items() if i.is_choice}
-        for name in reversed(lib.order):
-            if name not in scope or name in result.overridden or name not in adj:
-                continue
-            a = adj[name]
-            if a == 0.0:
-                continue
-            node = lib.nodes[name]
-            args = [vals[d] for d in node.deps]
-            for dep in node.deps:
-                if dep in choice:
+        with np.errstate(all="ignore"):
+            for name in reversed(lib.order):
+                if name not in scope or name in result.overridden or name not in adj:
                     continue
-                with np.errstate(all="ignore"):
+                a = adj[name]
+                if a == 0.0:
+                    continue
+                node = lib.nodes[name]
+                args = [vals[d] for d in node.deps]
+                for dep in node.deps:
+                    if dep in choice:
+                        continue
                     g = float(self.partial(name, dep)(*args))
-                adj[dep] = adj.get(dep, 0.0) + a * g
+                    adj[dep] = adj.get(dep, 0.0) + a * g
         pinned = {n for n, i in lib.inputs.items()
                   if i.bounds[0] is not None and i.bounds[0] == i.bounds[1]}  # unit constants
         leaves = {n: adj.get(n, 0.0) for n in scope
@@ -140,13 +160,13 @@ class Differentiator:
 
     def _scope(self, output: str, overridden) -> set[str]:
         """The output and what it depends on, not looking through overridden nodes."""
-        g = self.model.lib.graph
+        nodes = self.model.lib.nodes
         seen, stack = {output}, [output]
         while stack:
             n = stack.pop()
-            if n in overridden and n != output:
+            if (n in overridden and n != output) or n not in nodes:
                 continue
-            for p in g.predecessors(n):
+            for p in nodes[n].deps:
                 if p not in seen:
                     seen.add(p)
                     stack.append(p)
@@ -156,15 +176,18 @@ class Differentiator:
     def nonsmooth(self, result: Result, scope) -> list[str]:
         lib = self.model.lib
         notes = []
-        for name in lib.order:
-            if name not in scope or name in result.overridden:
-                continue
-            for kind, probe in self._probes_for(name):
+        with np.errstate(all="ignore"):
+            for name in lib.order:
+                if name not in scope or name in result.overridden:
+                    continue
+                probes = self._probes_for(name)
+                if not probes:
+                    continue
                 args = [result.values[d] for d in lib.nodes[name].deps]
-                with np.errstate(all="ignore"):
+                for kind, probe in probes:
                     note = probe(args)
-                if note:
-                    notes.append(f"{name}: {note}")
+                    if note:
+                        notes.append(f"{name}: {note}")
         return notes
 
     def _probes_for(self, name: str):
@@ -226,9 +249,11 @@ def _zero_probe(text, fn):
 
 
 def _boundary_probe(atom, diff_fn, scale_fn):
+    text = str(atom)
+
     def probe(args):
         d, s = float(diff_fn(*args)), float(scale_fn(*args))
         if abs(d) <= TIE * max(s, 1e-300):
-            return f"condition `{atom}` is on its boundary; the derivative is one-sided"
+            return f"condition `{text}` is on its boundary; the derivative is one-sided"
         return None
     return probe

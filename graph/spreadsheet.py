@@ -124,28 +124,29 @@ def s_floor(x: float) -> float:
     return f
 
 
+# (written out rather than built on s_eq: one configuration calls these thousands of times)
 def s_eq(a, b) -> bool:
     return a == b or abs(a - b) < max(abs(a), abs(b)) * APPROX
 
 
 def s_ne(a, b) -> bool:
-    return not s_eq(a, b)
+    return not (a == b or abs(a - b) < max(abs(a), abs(b)) * APPROX)
 
 
 def s_lt(a, b) -> bool:
-    return a < b and not s_eq(a, b)
+    return a < b and not (b - a < max(abs(a), abs(b)) * APPROX)
 
 
 def s_le(a, b) -> bool:
-    return a <= b or s_eq(a, b)
+    return a <= b or a - b < max(abs(a), abs(b)) * APPROX
 
 
 def s_gt(a, b) -> bool:
-    return s_lt(b, a)
+    return a > b and not (a - b < max(abs(a), abs(b)) * APPROX)
 
 
 def s_ge(a, b) -> bool:
-    return s_le(b, a)
+    return a >= b or b - a < max(abs(a), abs(b)) * APPROX
 
 
 def s_mod(a: float, b: float) -> float:
