@@ -28,9 +28,9 @@ _CMP_S = {"==": "_s_eq", "!=": "_s_ne", "<": "_s_lt", "<=": "_s_le", ">": "_s_gt
 _CMP_A = {"==": "_ss_eq", "!=": "_ss_ne", "<": "_ss_lt", "<=": "_ss_le", ">": "_ss_gt",
           ">=": "_ss_ge"}
 _UN_S = {"sqrt": "_sqrt", "exp": "_exp", "log": "_log", "abs": "abs", "ceil": "_s_ceil",
-         "floor": "_s_floor"}
+         "floor": "_s_floor", "sign": "_s_sign"}
 _UN_A = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "abs": "np.abs",
-         "ceil": "_ss_ceil", "floor": "_ss_floor"}
+         "ceil": "_ss_ceil", "floor": "_ss_floor", "sign": "np.sign"}
 #: operators that can turn a non-finite operand into a finite (or boolean) result
 _ABSORB = {"min", "max", "cmp", "^", "exp", "mod"}
 
@@ -51,14 +51,30 @@ def _allfinite(x):
     return np.isfinite(x).all()
 
 
+def _s_sign(x):
+    return 0.0 if x == 0 else math.copysign(1.0, x)
+
+
+def _s_winner(i, sign, *args):
+    """1.0 if args[i] is the first maximum of sign*args, else 0.0 (derivative of max/min)."""
+    vals = [sign * a for a in args]
+    return 1.0 if vals.index(max(vals)) == int(i) else 0.0
+
+
+def _winner(i, sign, *args):
+    stacked = np.stack(np.broadcast_arrays(*[sign * np.asarray(a, dtype=float) for a in args]))
+    return (np.argmax(stacked, axis=0) == int(i)).astype(float)
+
+
 _NS_SCALAR = {"_isf": math.isfinite, "_sum": sum, "_NF": NonFinite, "_sqrt": math.sqrt, "_exp": math.exp,
               "_log": math.log, "_s_ceil": S.s_ceil, "_s_floor": S.s_floor, "_s_mod": S.s_mod,
               "_s_eq": S.s_eq, "_s_ne": S.s_ne, "_s_lt": S.s_lt, "_s_le": S.s_le,
-              "_s_gt": S.s_gt, "_s_ge": S.s_ge, "_nan": math.nan, "_inf": math.inf}
+              "_s_gt": S.s_gt, "_s_ge": S.s_ge, "_nan": math.nan, "_inf": math.inf,
+              "_s_sign": _s_sign, "_s_winner": _s_winner}
 _NS_ARRAY = {"np": np, "_af": _allfinite, "_nf": _record, "_ss_ceil": S.ss_ceil,
              "_ss_floor": S.ss_floor, "_ss_mod": S.ss_mod, "_ss_eq": S.ss_eq, "_ss_ne": S.ss_ne,
              "_ss_lt": S.ss_lt, "_ss_le": S.ss_le, "_ss_gt": S.ss_gt, "_ss_ge": S.ss_ge,
-             "_nan": np.nan, "_inf": np.inf}
+             "_nan": np.nan, "_inf": np.inf, "_winner": _winner}
 
 
 def text(t, deps: list[str]) -> str:
@@ -290,6 +306,8 @@ class _Gen:
                     expr = f"{fn}({x}, {expr})"
             else:
                 expr = "(" + f" {op} ".join(sub) + ")"
+        elif op == "winner":
+            expr = f"{'_winner' if self.array else '_s_winner'}({', '.join(sub)})"
         elif op == "not":
             expr = f"np.logical_not({sub[0]})" if self.array else f"(not {sub[0]})"
         else:  # check_tree refuses anything else

@@ -10,6 +10,7 @@ friendly, so a compiled library can be cached on disk without pickle). The opera
     ["min", x, ...] ["max", x, ...]             ["cmp", op, x, y]     op: == != < <= > >=
     ["and", ...] ["or", ...] ["not", x] ["true"] ["false"]
     ["pw", [value, condition], ...]             first true condition wins (if_, select)
+    ["sign", x]  ["winner", i, s, x, ...]       in derivatives only (of abs, of max/min)
 
 :func:`compile_expr` is the older per-expression path (sympy's lambdify with spreadsheet
 functions), kept for the sensitivity engine and the exports, which compile derivatives.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from . import spreadsheet as S
 
-UNARY = ("sqrt", "exp", "log", "abs", "ceil", "floor")
+UNARY = ("sqrt", "exp", "log", "abs", "ceil", "floor", "sign")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 
 
@@ -110,6 +111,10 @@ def lower(expr, deps: list[str]) -> list:
             return ["not", go(e.args[0])]
         if isinstance(e, sp.Piecewise):
             return pw(e)
+        if isinstance(e, sp.sign):  # derivative of abs()
+            return ["sign", go(e.args[0])]
+        if type(e).__name__ == "_Winner":  # derivative of max/min (graph/sensitivity.py)
+            return ["winner"] + [go(a) for a in e.args]
         raise LowerError(f"no numeric form for `{type(e).__name__}` in `{e}`")
 
     return go(expr)
@@ -152,7 +157,7 @@ def check_tree(t, n_deps: int, depth: int = 0) -> None:
             check_tree(piece[1], n_deps, depth + 1)
     else:
         arity = {"/": 2, "^": 2, "mod": 2, "not": 1, **{u: 1 for u in UNARY}}.get(op)
-        if arity is None and op not in ("+", "*", "min", "max", "and", "or"):
+        if arity is None and op not in ("+", "*", "min", "max", "and", "or", "winner"):
             raise ValueError(f"unknown operator {op!r}")
         if (arity is not None and len(args) != arity) or (arity is None and not args):
             raise ValueError(f"bad arity for {op!r}")

@@ -26,7 +26,7 @@ from .compile import compile_expr
 from .evaluate import Model, Result
 from .parser import symbol
 
-TIE = 1e-9
+from .nonsmooth import TIE  # noqa: F401 - the tie tolerance, public here as before
 
 
 @dataclass
@@ -99,6 +99,35 @@ def partial_expr(lib, node: str, dep: str) -> sp.Basic:
     return d
 
 
+def _partial_trees(model) -> dict:
+    """Expression trees of the partials (graph/compile.py), kept on disk between runs."""
+    trees = model.__dict__.get("_partial_trees")
+    if trees is None:
+        from . import diskcache
+        from .compile import check_tree
+        lib = model.lib
+        saved = diskcache.load(diskcache.key("partials", lib.digest_full))
+        trees = {}
+        if isinstance(saved, dict):
+            try:
+                for k, t in saved.items():
+                    n, _, d = k.partition("\0")
+                    if t is not None:
+                        check_tree(t, len(lib.nodes[n].deps))
+                    if d not in lib.nodes[n].deps:
+                        raise ValueError("not an edge")
+                    trees[k] = t
+            except (ValueError, KeyError, TypeError, AttributeError):
+                trees = {}  # not what we wrote: derive again
+        model.__dict__["_partial_trees"] = trees
+    return trees
+
+
+def _save_partial_trees(model) -> None:
+    from . import diskcache
+    diskcache.save(diskcache.key("partials", model.lib.digest_full), model._partial_trees)
+
+
 class Differentiator:
     """Per-edge partial derivatives of a compiled model, compiled lazily and cached on the
     model (a new Differentiator of the same model reuses them)."""
@@ -107,7 +136,6 @@ class Differentiator:
         self.model = model
         self._partials: dict[tuple[str, str], object] = model.__dict__.setdefault(
             "_partial_fns", {})
-        self._probes: dict[str, list] = model.__dict__.setdefault("_nonsmooth_probes", {})
 
     def partial(self, node: str, dep: str):
         key = (node, dep)
@@ -132,6 +160,7 @@ class Differentiator:
         adj: dict[str, float] = {output: 1.0}
         scope = self._scope(output, result.overridden)
         choice = {n for n, i in lib.inputs.items() if i.is_choice}
+        partials = self._partial_values(output, result, scope, choice)
         with np.errstate(all="ignore"):
             for name in reversed(lib.order):
                 if name not in scope or name in result.overridden or name not in adj:
@@ -140,11 +169,12 @@ class Differentiator:
                 if a == 0.0:
                     continue
                 node = lib.nodes[name]
-                args = [vals[d] for d in node.deps]
                 for dep in node.deps:
                     if dep in choice:
                         continue
-                    g = float(self.partial(name, dep)(*args))
+                    g = partials.get((name, dep))
+                    if g is None:  # a derivative the code generator has no form for
+                        g = float(self.partial(name, dep)(*[vals[d] for d in node.deps]))
                     adj[dep] = adj.get(dep, 0.0) + a * g
         pinned = {n for n, i in lib.inputs.items()
                   if i.bounds[0] is not None and i.bounds[0] == i.bounds[1]}  # unit constants
@@ -157,6 +187,53 @@ class Differentiator:
             x = float(vals[n])
             el[n] = d * x / y if y != 0 else float("nan")
         return Sensitivity(output, y, leaves, inner, el, self.nonsmooth(result, scope))
+
+    def _partial_values(self, output, result, scope, choice) -> dict[tuple[str, str], float]:
+        """Every partial the gradient may need, from one generated function per scope."""
+        key = (output, result.overridden)
+        progs = self.model.__dict__.setdefault("_gradient_programs", {})
+        hit = progs.get(key)
+        if hit is None:
+            hit = progs[key] = self._edge_program(scope, result.overridden, choice)
+        prog, edges = hit
+        vals = result.values
+        args = [vals[x] for x in prog.leaves]
+        try:
+            out = prog.scalar([float(a) for a in args])
+        except (ArithmeticError, ValueError, TypeError):  # e.g. 1/0: numpy gives inf instead
+            with np.errstate(all="ignore"):
+                out = [float(v) for v in prog.array([], [np.float64(a) for a in args])]
+        return dict(zip(edges, out))
+
+    def _edge_program(self, scope, overridden, choice):
+        from . import codegen
+        from .compile import LowerError, lower
+        lib = self.model.lib
+        trees = _partial_trees(self.model)
+        edges, names, deps_of, todo = [], {}, {}, False
+        for n in lib.order:
+            if n not in scope or n in overridden or lib.nodes[n].is_bool:
+                continue
+            for d in lib.nodes[n].deps:
+                if d in choice:
+                    continue
+                k = f"{n}\0{d}"
+                if k not in trees:
+                    try:
+                        trees[k] = lower(partial_expr(lib, n, d), lib.nodes[n].deps)
+                    except LowerError:
+                        trees[k] = None
+                    todo = True
+                if trees[k] is not None:
+                    edges.append((n, d))
+                    names[k] = trees[k]
+                    deps_of[k] = lib.nodes[n].deps
+        if todo:
+            _save_partial_trees(self.model)
+        order = list(names)
+        leaves = list(dict.fromkeys(x for k in order for x in deps_of[k]))
+        prog = codegen.build(order, names, deps_of, leaves, order, frozenset(order))
+        return prog, edges
 
     def _scope(self, output: str, overridden) -> set[str]:
         """The output and what it depends on, not looking through overridden nodes."""
@@ -174,86 +251,6 @@ class Differentiator:
 
     # ----------------------------------------------------------- non-smooth
     def nonsmooth(self, result: Result, scope) -> list[str]:
-        lib = self.model.lib
-        notes = []
-        with np.errstate(all="ignore"):
-            for name in lib.order:
-                if name not in scope or name in result.overridden:
-                    continue
-                probes = self._probes_for(name)
-                if not probes:
-                    continue
-                args = [result.values[d] for d in lib.nodes[name].deps]
-                for kind, probe in probes:
-                    note = probe(args)
-                    if note:
-                        notes.append(f"{name}: {note}")
-        return notes
-
-    def _probes_for(self, name: str):
-        if name in self._probes:
-            return self._probes[name]
-        node = self.model.lib.nodes[name]
-        deps = node.deps
-        inputs = self.model.lib.inputs
-        choice = {n for n, i in inputs.items() if i.is_choice}
-        # steps and conditions on whole-number inputs alone (layers, tp, experts) sit on their
-        # jumps by construction; a derivative there is formal, so they are not flagged
-        discrete = {symbol(n) for n, i in inputs.items() if i.is_choice or i.integer}
-        probes = []
-        for atom in sp.preorder_traversal(node.expr):
-            if atom.free_symbols and atom.free_symbols <= discrete:
-                continue
-            if isinstance(atom, (sp.ceiling, sp.floor)):
-                probes.append(("step", _step_probe(atom, compile_expr(deps, atom.args[0]))))
-            elif isinstance(atom, (sp.Max, sp.Min)):
-                fns = [compile_expr(deps, a) for a in atom.args]
-                probes.append(("tie", _tie_probe(atom, fns)))
-            elif isinstance(atom, sp.Abs):
-                probes.append(("abs", _zero_probe(f"abs() at 0 in {atom}",
-                                                  compile_expr(deps, atom.args[0]))))
-            elif isinstance(atom, sp.core.relational.Relational) and not (
-                    atom.free_symbols & {symbol(c) for c in choice}):
-                diff_fn = compile_expr(deps, atom.lhs - atom.rhs)
-                scale_fn = compile_expr(deps, sp.Abs(atom.lhs) + sp.Abs(atom.rhs))
-                probes.append(("boundary", _boundary_probe(atom, diff_fn, scale_fn)))
-        self._probes[name] = probes
-        return probes
-
-
-def _step_probe(atom, arg_fn):
-    """Flag a ceil/floor whose argument sits on a jump (an integer); elsewhere d/dx = 0 exactly."""
-    text = f"{'ceil' if isinstance(atom, sp.ceiling) else 'floor'}({atom.args[0]})"
-
-    def probe(args):
-        x = float(arg_fn(*args))
-        if abs(x - round(x)) <= TIE * max(abs(x), 1.0):
-            return f"{text} = {round(x)} sits on a step; the derivative is one-sided"
-        return None
-    return probe
-
-
-def _tie_probe(atom, fns):
-    kind = "max" if isinstance(atom, sp.Max) else "min"
-
-    def probe(args):
-        v = sorted((float(f(*args)) for f in fns), reverse=(kind == "max"))
-        if abs(v[0] - v[1]) <= TIE * max(abs(v[0]), abs(v[1]), 1e-300):
-            return f"{kind}() arguments tie at {v[0]:.6g}; the derivative is one-sided"
-        return None
-    return probe
-
-
-def _zero_probe(text, fn):
-    return lambda args: text if float(fn(*args)) == 0.0 else None
-
-
-def _boundary_probe(atom, diff_fn, scale_fn):
-    text = str(atom)
-
-    def probe(args):
-        d, s = float(diff_fn(*args)), float(scale_fn(*args))
-        if abs(d) <= TIE * max(s, 1e-300):
-            return f"condition `{text}` is on its boundary; the derivative is one-sided"
-        return None
-    return probe
+        """Where the derivative is one-sided at ``result`` (graph/nonsmooth.py)."""
+        from .nonsmooth import notes
+        return notes(self.model, result, scope)

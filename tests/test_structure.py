@@ -18,7 +18,7 @@ LAYERS = [
     {"units", "declarations"},
     {"library", "libcache", "compile", "codegen"},
     {"evaluate", "fmt", "scenario"},
-    {"sensitivity", "audit", "validate_points", "validate_report", "validate_run"},
+    {"sensitivity", "nonsmooth", "audit", "validate_points", "validate_report", "validate_run"},
     {"validate", "cli"},
 ]
 
