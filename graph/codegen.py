@@ -23,6 +23,7 @@ import types
 import numpy as np
 
 from . import spreadsheet as S
+from .compile import text
 
 _CMP_S = {"==": "_s_eq", "!=": "_s_ne", "<": "_s_lt", "<=": "_s_le", ">": "_s_gt", ">=": "_s_ge"}
 _CMP_A = {"==": "_ss_eq", "!=": "_ss_ne", "<": "_ss_lt", "<=": "_ss_le", ">": "_ss_gt",
@@ -75,32 +76,6 @@ _NS_ARRAY = {"np": np, "_af": _allfinite, "_nf": _record, "_ss_ceil": S.ss_ceil,
              "_ss_floor": S.ss_floor, "_ss_mod": S.ss_mod, "_ss_eq": S.ss_eq, "_ss_ne": S.ss_ne,
              "_ss_lt": S.ss_lt, "_ss_le": S.ss_le, "_ss_gt": S.ss_gt, "_ss_ge": S.ss_ge,
              "_nan": np.nan, "_inf": np.inf, "_winner": _winner}
-
-
-def text(t, deps: list[str]) -> str:
-    """A tree as formula text, for messages."""
-    op, a = t[0], t[1:]
-    if op == "n":
-        return f"{a[0]:g}"
-    if op == "a":
-        return deps[a[0]]
-    if op in ("true", "false"):
-        return op
-    if op in ("+", "*", "/", "^"):
-        sep = {"+": " + ", "*": "*", "/": "/", "^": "**"}[op]
-        return sep.join(_paren(x, deps) for x in a).replace("+ -", "- ")
-    if op == "cmp":
-        return f"{text(a[1], deps)} {a[0]} {text(a[2], deps)}"
-    if op in ("and", "or"):
-        return f" {op} ".join(f"({text(x, deps)})" for x in a)
-    if op == "pw":
-        return "if_(" + ", ".join(f"{text(c, deps)}: {text(v, deps)}" for v, c in a) + ")"
-    return f"{op}({', '.join(text(x, deps) for x in a)})"
-
-
-def _paren(t, deps):
-    s = text(t, deps)
-    return s if t[0] in ("n", "a") or t[0] not in ("+", "*", "/", "^", "cmp") else f"({s})"
 
 
 def _lit(v: float) -> str:

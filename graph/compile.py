@@ -165,6 +165,32 @@ def check_tree(t, n_deps: int, depth: int = 0) -> None:
             check_tree(a, n_deps, depth + 1)
 
 
+def text(t, deps: list[str]) -> str:
+    """A tree as formula text, for messages."""
+    op, a = t[0], t[1:]
+    if op == "n":
+        return f"{a[0]:g}"
+    if op == "a":
+        return deps[a[0]]
+    if op in ("true", "false"):
+        return op
+    if op in ("+", "*", "/", "^"):
+        sep = {"+": " + ", "*": "*", "/": "/", "^": "**"}[op]
+        return sep.join(_paren(x, deps) for x in a).replace("+ -", "- ")
+    if op == "cmp":
+        return f"{text(a[1], deps)} {a[0]} {text(a[2], deps)}"
+    if op in ("and", "or"):
+        return f" {op} ".join(f"({text(x, deps)})" for x in a)
+    if op == "pw":
+        return "if_(" + ", ".join(f"{text(c, deps)}: {text(v, deps)}" for v, c in a) + ")"
+    return f"{op}({', '.join(text(x, deps) for x in a)})"
+
+
+def _paren(t, deps):
+    s = text(t, deps)
+    return s if t[0] in ("n", "a") or t[0] not in ("+", "*", "/", "^", "cmp") else f"({s})"
+
+
 # --------------------------------------------------- per-expression compile (sympy lambdify)
 _PRINTER = None
 
