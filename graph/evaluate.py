@@ -76,6 +76,7 @@ class Model:
         self._bool = frozenset(n for n, node in lib.nodes.items() if node.is_bool)
         self._choice = frozenset(n for n, i in lib.inputs.items() if i.is_choice)
         self._tree_cache: dict[str, list] | None = None
+        self._known = frozenset(lib.inputs) | frozenset(lib.nodes)
 
     @property
     def _trees(self) -> dict[str, list]:
@@ -164,13 +165,9 @@ class Model:
                keep_intermediates or outs is None)
         prog = self._programs.get(key)
         if prog is None:
-            prog = _load_program(self.lib, key)
-            if prog is None:
-                prog = self._build(outs, frozenset(overridden), key[2])
-            else:  # a variant the cache lacks is generated when first asked for
-                prog._spec = lambda: self._build(outs, frozenset(overridden), key[2])._spec
-            prog._on_compile = lambda p, k=key: _save_program(self.lib, k, p)
-            self._programs[key] = prog
+            prog = self._programs[key] = codegen.cached(
+                _program_key(self.lib, key),
+                lambda: self._build(outs, frozenset(overridden), key[2]), self._known)
         return prog
 
     def _build(self, outs, overridden, keep_all) -> codegen.Program:
@@ -336,37 +333,6 @@ def _program_key(lib: Library, key) -> str:
     text = "\0".join([lib.digest_full, ",".join(sorted(outs)) if outs is not None else "*",
                       ",".join(sorted(overridden)), str(keep)])
     return diskcache.key("program", text)
-
-
-def _load_program(lib: Library, key) -> codegen.Program | None:
-    """A program compiled by an earlier run (code objects, HMAC-checked as our own)."""
-    import marshal
-    import types
-    from . import diskcache
-    body = diskcache.load_bytes(_program_key(lib, key))
-    if body is None:
-        return None
-    try:
-        rec = marshal.loads(body)
-        leaves, names, codes, sites = rec["leaves"], rec["names"], rec["codes"], rec["sites"]
-        known = set(lib.inputs) | set(lib.nodes)
-        if not (all(isinstance(n, str) and n in known for n in leaves + names)
-                and all(k in ("scalar", "array") and isinstance(c, types.CodeType)
-                        and c.co_name == "_f" for k, c in codes.items())
-                and (sites is None or all(isinstance(n, str) for n, _ in sites))):
-            return None
-    except (ValueError, EOFError, TypeError, KeyError):
-        return None
-    prog = codegen.Program(leaves, names, None, codes, sites)
-    return prog
-
-
-def _save_program(lib: Library, key, prog: codegen.Program) -> None:
-    import marshal
-    from . import diskcache
-    rec = {"leaves": prog.leaves, "names": prog.names, "codes": prog.codes,
-           "sites": prog._sites}
-    diskcache.save_bytes(_program_key(lib, key), marshal.dumps(rec))
 
 
 def format_plain(lib: Library, name: str, v) -> str:

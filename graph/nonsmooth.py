@@ -93,7 +93,9 @@ def _program(model, names: tuple):
             layout.append((n, kind, text, len(keys)))
     order = list(trees)
     leaves = list(dict.fromkeys(x for k in order for x in deps_of[k]))
-    prog = codegen.build(order, trees, deps_of, leaves, order, frozenset(order))
+    ckey = diskcache.key("probe-program", "\0".join([lib.digest_full, *order]))
+    prog = codegen.cached(ckey, lambda: codegen.build(order, trees, deps_of, leaves, order,
+                                                      frozenset(order)))
     progs[names] = hit = (prog, layout)
     return hit
 

@@ -19,14 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import sympy as sp
 
-from .errors import FlopsheetError
 from .compile import compile_expr
+from .errors import FlopsheetError
 from .evaluate import Model, Result
-from .parser import symbol
-
 from .nonsmooth import TIE  # noqa: F401 - the tie tolerance, public here as before
+from .parser import sp, symbol  # sp: sympy, imported on first use
 
 
 @dataclass
@@ -45,22 +43,36 @@ class Sensitivity:
         return rows[:top] if top else rows
 
 
-class _Winner(sp.Function):
-    """1 where argument ``i`` (0-based) is the first maximum of ``sign*args``, else 0."""
+_CLASSES: dict = {}
 
 
-class _FirstMax(sp.Function):
-    """max() whose derivative follows the first winning argument (one branch on a tie)."""
+def _sympy_classes() -> dict:
+    """The sympy functions max/min are differentiated through (made on first use, so that
+    importing this module does not import sympy)."""
+    if not _CLASSES:
+        class _Winner(sp.Function):
+            """1 where argument ``i`` (0-based) is the first maximum of ``sign*args``, else 0."""
 
-    def fdiff(self, argindex=1):
-        return _Winner(sp.Integer(argindex - 1), sp.Integer(1), *self.args)
+        class _FirstMax(sp.Function):
+            """max() whose derivative follows the first winning argument (one branch on a tie)."""
+
+            def fdiff(self, argindex=1):
+                return _Winner(sp.Integer(argindex - 1), sp.Integer(1), *self.args)
+
+        class _FirstMin(sp.Function):
+            """min() whose derivative follows the first winning argument (one branch on a tie)."""
+
+            def fdiff(self, argindex=1):
+                return _Winner(sp.Integer(argindex - 1), sp.Integer(-1), *self.args)
+
+        _CLASSES.update(_Winner=_Winner, _FirstMax=_FirstMax, _FirstMin=_FirstMin)
+    return _CLASSES
 
 
-class _FirstMin(sp.Function):
-    """min() whose derivative follows the first winning argument (one branch on a tie)."""
-
-    def fdiff(self, argindex=1):
-        return _Winner(sp.Integer(argindex - 1), sp.Integer(-1), *self.args)
+def __getattr__(name):  # sensitivity._Winner etc., as before
+    if name in ("_Winner", "_FirstMax", "_FirstMin"):
+        return _sympy_classes()[name]
+    raise AttributeError(name)
 
 
 def _argmax_form(e: sp.Basic) -> sp.Basic:
@@ -71,7 +83,8 @@ def _argmax_form(e: sp.Basic) -> sp.Basic:
     add the tied slopes up instead of taking one.
     """
     e = e.replace(sp.Mod, lambda a, b: a - b * sp.floor(a / b, evaluate=False))  # MOD = a - b INT(a/b)
-    return e.replace(sp.Max, _FirstMax).replace(sp.Min, _FirstMin)
+    c = _sympy_classes()
+    return e.replace(sp.Max, c["_FirstMax"]).replace(sp.Min, c["_FirstMin"])
 
 
 def _strip_step_derivatives(e: sp.Basic) -> sp.Basic:
@@ -92,7 +105,8 @@ def partial_expr(lib, node: str, dep: str) -> sp.Basic:
         if form is None:
             form = forms[node] = _argmax_form(lib.nodes[node].expr)
         d = _strip_step_derivatives(sp.diff(form, symbol(dep)))
-        d = d.replace(_FirstMax, sp.Max).replace(_FirstMin, sp.Min)
+        c = _sympy_classes()
+        d = d.replace(c["_FirstMax"], sp.Max).replace(c["_FirstMin"], sp.Min)
         # Subs(0, x, ...) left behind when step derivatives are zeroed -> its value
         d = d.replace(lambda a: isinstance(a, sp.Subs) and a.expr.is_Number, lambda a: a.expr)
         cache[(node, dep)] = d
@@ -206,7 +220,7 @@ class Differentiator:
         return dict(zip(edges, out))
 
     def _edge_program(self, scope, overridden, choice):
-        from . import codegen
+        from . import codegen, diskcache
         from .compile import LowerError, lower
         lib = self.model.lib
         trees = _partial_trees(self.model)
@@ -232,7 +246,9 @@ class Differentiator:
             _save_partial_trees(self.model)
         order = list(names)
         leaves = list(dict.fromkeys(x for k in order for x in deps_of[k]))
-        prog = codegen.build(order, names, deps_of, leaves, order, frozenset(order))
+        ckey = diskcache.key("gradient", "\0".join([lib.digest_full, *order]))
+        prog = codegen.cached(ckey, lambda: codegen.build(order, names, deps_of, leaves, order,
+                                                          frozenset(order)))
         return prog, edges
 
     def _scope(self, output: str, overridden) -> set[str]:

@@ -152,3 +152,19 @@ def s_ge(a, b) -> bool:
 def s_mod(a: float, b: float) -> float:
     r = a - b * s_floor(a / b)
     return 0.0 if abs(r) < abs(a) * APPROX else r
+
+
+# ------------------------------------------------- derivatives of abs and max/min (gradients)
+def s_sign(x):
+    return 0.0 if x == 0 else math.copysign(1.0, x)
+
+
+def s_winner(i, sign, *args):
+    """1.0 if args[i] is the first maximum of sign*args, else 0.0 (derivative of max/min)."""
+    vals = [sign * a for a in args]
+    return 1.0 if vals.index(max(vals)) == int(i) else 0.0
+
+
+def winner(i, sign, *args):
+    stacked = np.stack(np.broadcast_arrays(*[sign * np.asarray(a, dtype=float) for a in args]))
+    return (np.argmax(stacked, axis=0) == int(i)).astype(float)
