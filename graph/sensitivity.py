@@ -100,6 +100,8 @@ def partial_expr(lib, node: str, dep: str) -> sp.Basic:
     cache = lib.__dict__.setdefault("_partial_exprs", {})
     d = cache.get((node, dep))
     if d is None:
+        d = cache[(node, dep)] = _saved_partial(lib, node, dep)
+    if d is None:
         forms = lib.__dict__.setdefault("_diff_forms", {})
         form = forms.get(node)
         if form is None:
@@ -110,7 +112,54 @@ def partial_expr(lib, node: str, dep: str) -> sp.Basic:
         # Subs(0, x, ...) left behind when step derivatives are zeroed -> its value
         d = d.replace(lambda a: isinstance(a, sp.Subs) and a.expr.is_Number, lambda a: a.expr)
         cache[(node, dep)] = d
+        _remember_partial(lib, node, dep, d)
     return d
+
+
+# symbolic partials kept on disk (graph/symtree.py: exact, rebuilt without eval)
+_DIRTY: dict[int, object] = {}
+
+
+def _saved(lib) -> dict:
+    saved = lib.__dict__.get("_partials_saved")
+    if saved is None:
+        from . import diskcache
+        saved = diskcache.load(diskcache.key("partial-exprs", lib.digest_full))
+        saved = lib.__dict__["_partials_saved"] = saved if isinstance(saved, dict) else {}
+    return saved
+
+
+def _saved_partial(lib, node: str, dep: str):
+    t = _saved(lib).get(f"{node}\0{dep}")
+    if t is None:
+        return None
+    from . import symtree
+    try:
+        e = symtree.load(t)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    allowed = {symbol(x) for x in lib.nodes[node].deps}
+    return e if e.free_symbols <= allowed else None
+
+
+def _remember_partial(lib, node: str, dep: str, d) -> None:
+    from . import symtree
+    t = symtree.dump(d)
+    if t is None:
+        return
+    _saved(lib)[f"{node}\0{dep}"] = t
+    if not _DIRTY:
+        import atexit
+        atexit.register(flush)
+    _DIRTY[id(lib)] = lib
+
+
+def flush() -> None:
+    """Write the symbolic partials derived in this process to the disk cache."""
+    from . import diskcache
+    for lib in list(_DIRTY.values()):
+        diskcache.save(diskcache.key("partial-exprs", lib.digest_full), _saved(lib))
+    _DIRTY.clear()
 
 
 def _partial_trees(model) -> dict:
