@@ -1,4 +1,4 @@
-"""sympy expressions <-> nested lists, exactly and without eval (for the disk cache).
+"""sympy expressions <-> nested lists, exact and never through eval: for the disk cache.
 
 Each object is written as its class name (from an allow-list) and its arguments, numbers
 as exact text (``["Q", "1", "3"]`` is 1/3), and rebuilt with ``evaluate=False``: the same
