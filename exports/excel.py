@@ -586,7 +586,7 @@ class _Writer:
     def sensitivity(self, outs: list[str]) -> None:
         from openpyxl.comments import Comment
         from openpyxl.utils import get_column_letter
-        from flopsheet.sensitivity import Differentiator
+        from flopsheet.sensitivity import Differentiator, partial_expr
 
         lib, res = self.lib, self.result
         diff = Differentiator(self.model)
@@ -616,15 +616,12 @@ class _Writer:
             if n not in union or n in res.overridden or lib.nodes[n].is_bool:
                 continue  # conditions have no derivative; their users' branches do
             node = lib.nodes[n]
-            form = None
             for d in node.deps:
                 if d in choice or d in pinned or (d in lib.nodes and lib.nodes[d].is_bool):
                     continue
                 key = (n, d)
                 if key not in cache:
-                    if form is None:
-                        form = _diff_form(node.expr)
-                    expr = _partial_expr(form, d)
+                    expr = partial_expr(lib, n, d)  # shared with the gradient (graph/sensitivity.py)
                     try:
                         text = print_sympy(expr, choices=self.choices, node=n, file=node.file,
                                            line=node.line) if expr != 0 else None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
+from . import __version__, units
 from .audit import _plain, explain, render, show
 from .errors import FlopsheetError, UnknownNameError
 from .evaluate import Model
@@ -18,7 +18,6 @@ from .names import suggest
 from .scenario import bundled_templates, load_scenario, resolve
 from .units import dim_str
 from .yamlio import read_mapping
-from .sensitivity import Differentiator
 
 DEFAULT_SCENARIO = "gpt3-175b-sc21"
 
@@ -43,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `flopsheet ... | head`
         return 0
+    finally:
+        units.save_table()  # unit strings parsed this run, for the next (disk cache)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -203,6 +204,7 @@ def cmd_explain(args) -> int:
 
 
 def cmd_sensitivity(args) -> int:
+    from .sensitivity import Differentiator
     lib, model, sc, values = _setup(args)
     lib.item(args.of)
     res = model.evaluate(values)

@@ -1,188 +1,53 @@
-"""Numeric evaluation of a library: each node compiled once to a numpy function.
+"""Numeric evaluation of a library: one fused, generated function per set of outputs.
 
-The same compiled model evaluates one configuration (scalars) or many
-(numpy arrays, broadcast together). Values are in coherent base units; a
-categorical input is carried as the index of its choice.
+The same compiled model evaluates one configuration (scalars, through plain-float code)
+or many (numpy arrays, broadcast together). Values are in coherent base units; a
+categorical input is carried as the index of its choice. Spreadsheet semantics
+(``ceil``/``floor`` on 15 significant digits, comparisons and MOD equal within 2^-48)
+live in :mod:`flopsheet.spreadsheet`; the code generation in :mod:`flopsheet.codegen`.
 
-Spreadsheet semantics for ``ceil``/``floor``: the argument is first rounded to
-15 significant digits, as Excel and LibreOffice do, so ``ceil(0.1*3/0.1)`` is
-3 in all three places (IEEE arithmetic alone would give 4).
+Non-finite values are refused where a spreadsheet shows an error (#DIV/0!, #NUM!,
+Err:502): a node's value, and any intermediate a min/max, comparison, division, power,
+exp or MOD could swallow into a finite result. Branches of ``if_``/``select`` not taken
+are not evaluated (scalars) or not checked (arrays), as in a spreadsheet. With
+``on_nonfinite="mask"`` an array evaluation keeps going and returns a per-row validity
+mask and the reason for each invalid row (``Result.valid``, ``Result.reasons``).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import numpy as np
-import sympy as sp
-from sympy.printing.numpy import NumPyPrinter
 
+from . import codegen
+from .compile import compile_expr, lower  # noqa: F401 - compile_expr: public here too
 from .errors import EvaluationError, InputValueError, UnknownNameError
 from .library import Library, check_value, number_value
 from .names import suggest
-from .parser import symbol
+from .spreadsheet import (ss_ceil, ss_eq, ss_floor, ss_ge, ss_gt, ss_le, ss_lt,  # noqa: F401
+                          ss_mod, ss_ne)
 
-
-def _round15(x):
-    """x rounded to 15 significant digits, halves away from zero (as spreadsheets round)."""
-    x = np.asarray(x, dtype=float)
-    with np.errstate(all="ignore"):
-        mag = np.floor(np.log10(np.abs(np.where(x == 0, 1.0, x))))
-        scale = 10.0 ** (14 - mag)
-        r = np.sign(x) * np.floor(np.abs(x) * scale + 0.5) / scale
-    return np.where(np.isfinite(r), r, x)
-
-
-#: LibreOffice treats two doubles as equal when they differ by less than 2^-48 of their size
-#: (rtl::math::approxEqual); comparisons and MOD follow it so Python and the workbook branch alike.
-_APPROX = 2.0 ** -48
-
-
-def _approx_equal(a, b):
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    return (a == b) | (np.abs(a - b) < np.maximum(np.abs(a), np.abs(b)) * _APPROX)
-
-
-def ss_eq(a, b):
-    return _approx_equal(a, b)
-
-
-def ss_ne(a, b):
-    return ~_approx_equal(a, b)
-
-
-def ss_lt(a, b):
-    return (np.asarray(a) < np.asarray(b)) & ~_approx_equal(a, b)
-
-
-def ss_le(a, b):
-    return (np.asarray(a) <= np.asarray(b)) | _approx_equal(a, b)
-
-
-def ss_gt(a, b):
-    return ss_lt(b, a)
-
-
-def ss_ge(a, b):
-    return ss_le(b, a)
-
-
-def ss_mod(a, b):
-    """MOD with spreadsheet semantics: a - b*floor(a/b), a result within 2^-48 of a is 0."""
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    r = a - b * ss_floor(a / b)
-    return np.where(np.abs(r) < np.abs(a) * _APPROX, 0.0, r)
-
-
-def _near(x, below):
-    """Where x lies within rounding distance (1e-13 relative) above ``below``."""
-    return (x - below) <= 1e-13 * np.maximum(np.abs(x), 1.0)
-
-
-def ss_ceil(x):
-    """Ceiling with spreadsheet semantics (argument rounded to 15 significant digits).
-
-    Only arguments a hair above an integer can round down onto it, so the exact rounding
-    runs on those alone (a plain ceil elsewhere: ~20x faster on large arrays).
-    """
-    x = np.asarray(x, dtype=float)
-    c = np.ceil(x)
-    near = _near(x, c - 1)
-    if not near.any():
-        return c
-    return np.where(near, np.ceil(_round15(x)), c)
-
-
-def ss_floor(x):
-    """Floor with spreadsheet semantics (argument rounded to 15 significant digits)."""
-    x = np.asarray(x, dtype=float)
-    f = np.floor(x)
-    near = _near(-x, -(f + 1))  # a hair below the next integer
-    if not near.any():
-        return f
-    return np.where(near, np.floor(_round15(x)), f)
-
-
-class _Printer(NumPyPrinter):
-    def _print_ceiling(self, e):
-        return f"_ss_ceil({self._print(e.args[0])})"
-
-    def _print_floor(self, e):
-        return f"_ss_floor({self._print(e.args[0])})"
-
-    def _print_Relational(self, e):
-        fn = {"==": "_ss_eq", "!=": "_ss_ne", "<": "_ss_lt", "<=": "_ss_le", ">": "_ss_gt",
-              ">=": "_ss_ge"}[e.rel_op]
-        return f"{fn}({self._print(e.lhs)}, {self._print(e.rhs)})"
-
-    def _print_Mod(self, e):
-        return f"_ss_mod({self._print(e.args[0])}, {self._print(e.args[1])})"
-
-    def _print_Integer(self, e):  # beyond 2**53 numpy would see a Python object, not a float
-        return super()._print_Integer(e) if abs(e.p) < 2**53 else repr(float(e.p))
-
-    def _print_Rational(self, e):
-        if abs(e.p) < 2**53 and abs(e.q) < 2**53:
-            return super()._print_Rational(e)
-        return repr(float(e.p) / float(e.q)) if abs(e.q) < 2**1000 else repr(float(e))
-
-    def _print_Piecewise(self, e):
-        """Nested numpy.where: ~5x faster than numpy.select for two or three branches."""
-        out = self._print(e.args[-1].expr) if e.args[-1].cond == sp.true else "numpy.nan"
-        pieces = e.args[:-1] if e.args[-1].cond == sp.true else e.args
-        for piece in reversed(pieces):
-            out = f"numpy.where({self._print(piece.cond)}, {self._print(piece.expr)}, {out})"
-        return out
-
-    def _print_Max(self, e):
-        return self._nested("numpy.maximum", e.args)
-
-    def _print_Min(self, e):
-        return self._nested("numpy.minimum", e.args)
-
-    def _nested(self, fn, args):
-        out = self._print(args[-1])
-        for a in reversed(args[:-1]):
-            out = f"{fn}({self._print(a)}, {out})"
-        return out
-
-    # numpy.logical_and.reduce((a, b)), sympy's default, does not broadcast a scalar with an array
-    def _print_And(self, e):
-        return self._nested("numpy.logical_and", e.args)
-
-    def _print_Or(self, e):
-        return self._nested("numpy.logical_or", e.args)
-
-    def _print__Winner(self, e):  # derivative of max/min (graph/sensitivity.py)
-        return f"_winner({', '.join(self._print(a) for a in e.args)})"
-
-
-def _winner(i, sign, *args):
-    """1.0 where args[i] is the first maximum of sign*args (broadcast), else 0.0."""
-    stacked = np.stack(np.broadcast_arrays(*[sign * np.asarray(a, dtype=float) for a in args]))
-    return (np.argmax(stacked, axis=0) == int(i)).astype(float)
-
-
-_NAMESPACE = {"_ss_ceil": ss_ceil, "_ss_floor": ss_floor, "_winner": _winner, "_ss_mod": ss_mod,
-              "_ss_eq": ss_eq, "_ss_ne": ss_ne, "_ss_lt": ss_lt, "_ss_le": ss_le,
-              "_ss_gt": ss_gt, "_ss_ge": ss_ge}
-
-
-def compile_expr(args: list[str], expr: sp.Basic):
-    """A numpy function of the named arguments (sympy's lambdify on our printer)."""
-    syms = [symbol(a) for a in args]
-    return sp.lambdify(syms, expr, modules=[_NAMESPACE, "numpy"], printer=_Printer,
-                       dummify=False, cse=False, docstring_limit=0)
+NONFINITE_MODES = ("raise", "mask")
+_SCALAR_TYPES = frozenset({float, int, bool, np.float64, np.int64, np.float32, np.int32,
+                           np.bool_})
+_MAX_ROWS_SHOWN = 5
 
 
 @dataclass
 class Result:
-    """Values of every evaluated name (inputs, overrides and nodes)."""
+    """Values of every evaluated name (inputs, overrides and nodes).
+
+    With ``on_nonfinite="mask"``: ``valid`` (bool, the broadcast shape of the inputs) is
+    False on rows where some value was not finite, and ``reasons`` (same shape, text) says
+    which node and where; both are None otherwise.
+    """
 
     values: dict[str, Any]
     overridden: frozenset[str]
+    valid: Any = None
+    reasons: Any = None
 
     def __getitem__(self, name):
         return self.values[name]
@@ -203,13 +68,31 @@ class Model:
         return model
 
     def __init__(self, lib: Library):
-        if getattr(self, "_fns", None) is not None:
+        if getattr(self, "_programs", None) is not None:
             return  # already compiled
         self.lib = lib
-        self._fns: dict[str, Any] = {}
-        for name in lib.order:
-            node = lib.nodes[name]
-            self._fns[name] = compile_expr(node.deps, node.expr)
+        self._programs: dict[tuple, codegen.Program] = {}
+        self._defaults = self.defaults()
+        self._bool = frozenset(n for n, node in lib.nodes.items() if node.is_bool)
+        self._choice = frozenset(n for n, i in lib.inputs.items() if i.is_choice)
+        self._tree_cache: dict[str, list] | None = None
+        self._known = frozenset(lib.inputs) | frozenset(lib.nodes)
+
+    @property
+    def _trees(self) -> dict[str, list]:
+        """Each node's expression tree (graph/compile.py), loaded or lowered on first use."""
+        if self._tree_cache is None:
+            self._tree_cache = _load_trees(self.lib)
+        return self._tree_cache
+
+    @property
+    def _fns(self):
+        """Per-node numpy functions (lambdify), for tools that evaluate one node at a time."""
+        fns = getattr(self, "_node_fns", None)
+        if fns is None:
+            fns = self._node_fns = {n: compile_expr(self.lib.nodes[n].deps, self.lib.nodes[n].expr)
+                                    for n in self.lib.order}
+        return fns
 
     # ------------------------------------------------------------------ values
     def encode(self, name: str, value, *, file=None, line=None) -> Any:
@@ -273,18 +156,58 @@ class Model:
                 for n, i in self.lib.inputs.items()}
 
     # ------------------------------------------------------------- evaluation
+    def program(self, outputs: Iterable[str] | None = None, overridden=frozenset(),
+                keep_intermediates: bool = True) -> codegen.Program:
+        """The fused program for these outputs (memoized: the ancestor walk and code
+        generation happen once per output set)."""
+        outs = None if outputs is None else tuple(dict.fromkeys(outputs))
+        key = (None if outs is None else frozenset(outs), frozenset(overridden),
+               keep_intermediates or outs is None)
+        prog = self._programs.get(key)
+        if prog is None:
+            prog = self._programs[key] = codegen.cached(
+                _program_key(self.lib, key),
+                lambda: self._build(outs, frozenset(overridden), key[2]), self._known)
+        return prog
+
+    def _build(self, outs, overridden, keep_all) -> codegen.Program:
+        lib = self.lib
+        if outs is None:
+            need = set(lib.order)
+        else:
+            need, stack = set(), []
+            for o in outs:
+                lib.item(o)  # unknown names raise here
+                stack.append(o)
+            while stack:  # walk up the formulas, stopping at overridden nodes (leaves now)
+                n = stack.pop()
+                if n in need:
+                    continue
+                need.add(n)
+                if n in lib.nodes and n not in overridden:
+                    stack.extend(lib.nodes[n].deps)
+        order = [n for n in lib.order if n in need and n not in overridden]
+        leaves = list(dict.fromkeys(d for n in order for d in lib.nodes[n].deps
+                                    if d not in lib.nodes or d in overridden))
+        keep = order if keep_all else [o for o in outs if o in lib.nodes and o not in overridden]
+        deps = {n: lib.nodes[n].deps for n in order}
+        return codegen.build(order, self._trees, deps, leaves, keep, self._bool)
+
     def evaluate(self, values: Mapping[str, Any] | None = None, *,
                  outputs: Iterable[str] | None = None, check: bool = True,
-                 keep_intermediates: bool = True) -> Result:
+                 keep_intermediates: bool = True, on_nonfinite: str = "raise") -> Result:
         """Evaluate with ``values`` (already encoded; missing inputs take defaults).
 
-        A value given for a node overrides its formula. With ``outputs``, only
-        what those names need is evaluated; with ``keep_intermediates=False`` as
-        well, each intermediate array is freed after its last use (a million
-        configurations then hold a few arrays at a time, not one per node).
+        A value given for a node overrides its formula. With ``outputs``, only what
+        those names need is evaluated; with ``keep_intermediates=False`` as well, only
+        the outputs are kept (intermediate arrays are freed after their last use).
+        ``on_nonfinite``: "raise" (an :class:`EvaluationError` naming the node, the place
+        in its formula, the inputs and the rows) or "mask" (see :class:`Result`).
         """
+        if on_nonfinite not in NONFINITE_MODES:
+            raise ValueError(f"on_nonfinite must be one of {NONFINITE_MODES}")
         lib = self.lib
-        env: dict[str, Any] = self.defaults()
+        env: dict[str, Any] = dict(self._defaults)
         overridden = set()
         for k, v in (values or {}).items():
             if k in lib.nodes:
@@ -292,61 +215,124 @@ class Model:
             elif k not in lib.inputs:
                 raise UnknownNameError(f"unknown name `{k}`" + suggest(k, lib.names()), node=k)
             env[k] = v
-        for k, v in env.items():  # numpy scalars: x/0 gives inf (reported below), not an exception
-            if isinstance(v, (int, float)):
-                env[k] = np.float64(v)
-        order = lib.order
-        if outputs is not None:
-            need = set()
-            for o in outputs:
-                lib.item(o)
-                need.add(o)
-                need |= lib.ancestors(o)
-            order = [n for n in order if n in need]
-        free = not keep_intermediates and outputs is not None
-        if free:
-            keep = set(outputs)
-            uses = {n: 0 for n in order}
-            for n in order:
-                for d in lib.nodes[n].deps:
-                    if d in uses:
-                        uses[d] += 1
+        prog = self.program(outputs, overridden, keep_intermediates)
+        args = [env[n] for n in prog.leaves]
+        if set(map(type, args)) <= _SCALAR_TYPES:
+            try:
+                fargs = list(map(float, args))
+                if check and not math.isfinite(sum(fargs)):  # one test; odd cases go below
+                    raise codegen.NonFinite
+                out = prog.scalar(fargs)
+                vals = list(np.array(out, dtype=float)) if out else []
+            except (ArithmeticError, ValueError, TypeError):
+                pass  # the array code below evaluates again and says what went wrong
+            else:
+                for i in self._bool_positions(prog):
+                    vals[i] = np.bool_(out[i])
+                env.update(zip(prog.names, vals))
+                return Result(env, frozenset(overridden), *self._all_valid(on_nonfinite, ()))
+        aargs = []
+        for n, a in zip(prog.leaves, args):
+            a = np.float64(a) if isinstance(a, (int, float)) else np.asarray(a)
+            if check and n not in self._choice and a.dtype != bool and not np.isfinite(a).all():
+                i = int(np.flatnonzero(~np.isfinite(np.ravel(a)))[0]) if a.ndim else None
+                raise InputValueError("value " + (f"#{i} " if i is not None else "")
+                                      + "is not finite", node=n)
+            aargs.append(a)
+        bad: list = []
         with np.errstate(all="ignore"):
-            for name in order:
-                if name in overridden:
-                    continue
-                node = lib.nodes[name]
-                val = self._fns[name](*[env[d] for d in node.deps])
-                if check and not node.is_bool:
-                    self._check_finite(name, val, env)
-                env[name] = val
-                if free:
-                    for d in node.deps:
-                        if d in uses:
-                            uses[d] -= 1
-                            if uses[d] == 0 and d not in keep:
-                                del env[d]
-        return Result(env, frozenset(overridden))
+            out = prog.array(bad, aargs)
+        env.update(zip(prog.names, out))
+        res = Result(env, frozenset(overridden))
+        shape = np.broadcast_shapes(*[np.shape(a) for a in aargs]) if aargs else ()
+        if check and bad:
+            if on_nonfinite == "raise":
+                site, mask, x = bad[0]
+                raise self._error(prog, site, mask, x, values, outputs)
+            return self._masked(res, prog, bad, shape)
+        res.valid, res.reasons = self._all_valid(on_nonfinite if check else "raise", shape)
+        return res
 
-    def _check_finite(self, name, val, env):
-        arr = np.asarray(val)
-        if arr.dtype == bool:
-            return
-        ok = np.isfinite(arr)
-        if ok.all():
-            return
+    def _bool_positions(self, prog) -> list[int]:
+        pos = getattr(prog, "bool_positions", None)
+        if pos is None:
+            pos = prog.bool_positions = [i for i, n in enumerate(prog.names) if n in self._bool]
+        return pos
+
+    @staticmethod
+    def _all_valid(mode, shape):
+        if mode != "mask":
+            return None, None
+        return np.ones(shape, dtype=bool), np.full(shape, "", dtype=object)
+
+    def _masked(self, res, prog, bad, shape) -> Result:
+        valid = np.ones(shape, dtype=bool)
+        reasons = np.full(shape, "", dtype=object)
+        for site, mask, _ in bad:
+            node, what = prog.sites[site]
+            new = np.broadcast_to(mask, shape) & valid
+            reasons[new] = f"{node}: " + (f"`{what[0]}` in `{what[1]}` is not finite" if what
+                                          else "not finite")
+            valid &= ~np.broadcast_to(mask, shape)
+        res.valid, res.reasons = valid, reasons
+        return res
+
+    def _error(self, prog, site, mask, x, values, outputs) -> EvaluationError:
+        name, what = prog.sites[site]
         node = self.lib.nodes[name]
-        i = int(np.flatnonzero(~ok.ravel())[0]) if arr.ndim else None
+        mask = np.asarray(mask)
+        rows = np.flatnonzero(mask.ravel()) if mask.ndim else None
+        i = int(rows[0]) if rows is not None else None
+        full = self.evaluate(values, outputs=[name], check=False)
         shown = []
         for d in node.deps:
-            v = np.asarray(env[d])
+            v = np.asarray(full.values[d])
             if v.ndim and i is not None:
-                v = np.broadcast_to(v, arr.shape).ravel()[i]
+                v = np.broadcast_to(v, mask.shape).ravel()[i]
             shown.append(f"{d}={format_plain(self.lib, d, v)}")
-        which = f" (configuration #{i})" if i is not None else ""
-        bad = arr.ravel()[i] if i is not None else arr
-        raise EvaluationError(f"evaluates to {bad}{which} from `{node.parsed.text}` with "
-                              + ", ".join(shown), file=node.file, line=node.line, node=name)
+        xv = np.asarray(x)
+        bad = np.broadcast_to(xv, mask.shape).ravel()[i] if i is not None and xv.ndim else xv
+        which = ""
+        if rows is not None:
+            which = f" (configuration #{i}"
+            if len(rows) > 1:
+                listed = ", ".join(f"#{r}" for r in rows[:_MAX_ROWS_SHOWN])
+                more = f" and {len(rows) - _MAX_ROWS_SHOWN} more" if len(rows) > _MAX_ROWS_SHOWN else ""
+                which += f"; {len(rows)} of {mask.size} rows: {listed}{more}"
+            which += ")"
+        if what is None:
+            head = f"evaluates to {bad}{which}"
+        else:
+            head = (f"`{what[0]}` evaluates to {bad} inside `{what[1]}`{which}: a spreadsheet "
+                    f"shows an error there (#DIV/0!, #NUM! or Err:502), not a number")
+        return EvaluationError(f"{head} from `{node.text}` with " + ", ".join(shown),
+                               file=node.file, line=node.line, node=name)
+
+
+def _load_trees(lib: Library) -> dict[str, list]:
+    """Each node's expression tree: from the disk cache when it holds this library's."""
+    from . import diskcache
+    key = diskcache.key("trees", lib.digest_full)
+    cached = diskcache.load(key)
+    if isinstance(cached, dict) and set(cached) == set(lib.nodes):
+        from .compile import check_tree
+        try:
+            for n, t in cached.items():
+                check_tree(t, len(lib.nodes[n].deps))
+            return cached
+        except ValueError:
+            pass  # not what we wrote: rebuild
+    trees = {n: lower(node.expr, node.deps) for n, node in lib.nodes.items()}
+    diskcache.save(key, trees)
+    return trees
+
+
+def _program_key(lib: Library, key) -> str:
+    from . import diskcache
+    outs, overridden, keep = key
+    text = "\0".join([lib.digest_full, ",".join(sorted(outs)) if outs is not None else "*",
+                      ",".join(sorted(overridden)), str(keep)])
+    return diskcache.key("program", text)
 
 
 def format_plain(lib: Library, name: str, v) -> str:

@@ -8,81 +8,17 @@ adds edges from the names it uses. The result is a :class:`Library`.
 from __future__ import annotations
 
 import hashlib
-import math
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-import networkx as nx
 from . import units
-from .errors import (CycleError, DuplicateNameError, FlopsheetError, InputValueError,
-                     SchemaError, UnknownNameError)
+from .declarations import (FILE_KEYS, INPUT_KEYS, NODE_KEYS, NODE_REQUIRED,  # noqa: F401
+                           FormulaFile, Input, Node, _no_unknown, _read_input, _read_node,
+                           check_value, number_value)
+from .errors import CycleError, DuplicateNameError, FlopsheetError, SchemaError, UnknownNameError
 from .names import check_name, suggest
+from .parser import parse
 from .yamlio import read_mapping
-from .parser import Parsed, parse
-
-FILE_KEYS = {"doc", "inputs", "nodes"}
-INPUT_KEYS = {"unit", "default", "doc", "source", "choices", "bounds", "integer", "display"}
-NODE_KEYS = {"expr", "unit", "doc", "source", "display"}
-NODE_REQUIRED = ("expr", "unit", "doc", "source")
-
-
-@dataclass
-class Input:
-    name: str
-    doc: str
-    unit: str
-    dim: Any
-    default: Any  # float in coherent units, or the default choice (text)
-    source: str = ""
-    choices: list[str] | None = None
-    bounds: tuple[float | None, float | None] = (None, None)
-    integer: bool = False
-    file: str = ""
-    line: int | None = None
-    display: str | None = None  # unit to show values in, e.g. GiB
-
-    @property
-    def is_choice(self) -> bool:
-        return self.choices is not None
-
-
-@dataclass
-class Node:
-    name: str
-    expr_text: str
-    unit: str
-    dim: Any
-    doc: str
-    source: str
-    file: str
-    line: int | None
-    parsed: Parsed | None = None
-    display: str | None = None  # unit to show values in, e.g. h for GPU-hours
-
-    @property
-    def expr(self):
-        return self.parsed.expr
-
-    @property
-    def deps(self) -> list[str]:
-        return self.parsed.names
-
-    @property
-    def is_bool(self) -> bool:
-        return self.dim is units.BOOL  # declared_dim returns the BOOL constant itself
-
-
-@dataclass
-class FormulaFile:
-    """One YAML file: one topic, one workbook sheet."""
-
-    path: str  # as shown to people
-    topic: str  # relative name without extension, e.g. "model/transformer"
-    doc: str
-    inputs: list[str] = field(default_factory=list)
-    nodes: list[str] = field(default_factory=list)
 
 
 class Library:
@@ -94,21 +30,35 @@ class Library:
     """
 
     def __init__(self, files: list[FormulaFile], inputs: dict[str, Input],
-                 nodes: dict[str, Node], digest: str, root: str):
+                 nodes: dict[str, Node], digest: str, root: str, order: list[str] | None = None):
         self.files = files
         self.inputs = inputs
         self.nodes = nodes
         self.digest = digest
+        self.digest_full = digest
         self.root = root
-        self.graph = nx.DiGraph()
-        for name, inp in inputs.items():
-            self.graph.add_node(name, kind="input", item=inp)
-        for name, node in nodes.items():
-            self.graph.add_node(name, kind="node", item=node)
-        for name, node in nodes.items():
-            for dep in node.deps:
-                self.graph.add_edge(dep, name)
-        self.order: list[str] = [n for n in nx.topological_sort(self.graph) if n in nodes]
+        self._graph = None
+        self._ancestors: dict[str, frozenset[str]] = {}
+        if order is None:  # as networkx orders them (the disk cache keeps this order)
+            import networkx as nx
+            order = [n for n in nx.topological_sort(self.graph) if n in nodes]
+        self.order: list[str] = order
+
+    @property
+    def graph(self):
+        """networkx DiGraph of the library (built on first use: networkx takes ~0.25 s to import)."""
+        if self._graph is None:
+            import networkx as nx
+            g = nx.DiGraph()
+            for name, inp in self.inputs.items():
+                g.add_node(name, kind="input", item=inp)
+            for name, node in self.nodes.items():
+                g.add_node(name, kind="node", item=node)
+            for name, node in self.nodes.items():
+                for dep in node.deps:
+                    g.add_edge(dep, name)
+            self._graph = g
+        return self._graph
 
     def __contains__(self, name: str) -> bool:
         return name in self.inputs or name in self.nodes
@@ -128,7 +78,19 @@ class Library:
         return self.item(name).dim
 
     def ancestors(self, name: str) -> set[str]:
-        return nx.ancestors(self.graph, name)
+        """Every name ``name``'s formula depends on, directly or not (memoized)."""
+        found = self._ancestors.get(name)
+        if found is None:
+            seen, stack = set(), [name]
+            while stack:
+                n = stack.pop()
+                node = self.nodes.get(n)
+                for d in node.deps if node is not None else ():
+                    if d not in seen:
+                        seen.add(d)
+                        stack.append(d)
+            found = self._ancestors[name] = frozenset(seen)
+        return set(found)
 
 
 def bundled_formulas() -> Path:
@@ -155,8 +117,21 @@ def load_library(root: str | Path | None = None) -> Library:
     key = (str(root_path), digest.hexdigest())
     lib = _CACHE.get(key)
     if lib is None:  # parsing and unit checks take ~1 s; the files' text decides reuse
-        lib = _CACHE[key] = build_library(raw, digest=key[1][:16], root=str(root_path))
+        from . import libcache  # the disk cache (a record of a library built before)
+        lib = libcache.load(raw, digest=key[1][:16], root=str(root_path))
+        if lib is None:
+            lib = build_library(raw, digest=key[1][:16], root=str(root_path))
+            libcache.save(lib)
+        _CACHE[key] = lib
     return lib
+
+
+def raw_digest(raw: list[tuple[str, str, str]]) -> str:
+    """Hash of ``(shown_path, topic, text)`` triples: what a built library depends on."""
+    h = hashlib.sha256()
+    for shown, topic, text in raw:
+        h.update(f"{shown}\0{topic}\0{text}\0".encode())
+    return h.hexdigest()
 
 
 _CACHE: dict[tuple[str, str], Library] = {}
@@ -231,10 +206,13 @@ def build_library(raw: list[tuple[str, str, str]], *, digest: str = "", root: st
             raise units.UnitError(
                 f"declared unit `{node.unit}` ({units.dim_str(node.dim)}) but the formula gives "
                 f"{units.dim_str(found)}", file=node.file, line=node.line, node=node.name)
-    return Library(files, inputs, nodes, digest, root)
+    lib = Library(files, inputs, nodes, digest, root)
+    lib.digest_full = raw_digest(raw)
+    return lib
 
 
 def _check_cycles(nodes: dict[str, Node]) -> None:
+    import networkx as nx
     g = nx.DiGraph()
     for name, node in nodes.items():
         g.add_node(name)
@@ -249,148 +227,6 @@ def _check_cycles(nodes: dict[str, Node]) -> None:
     first = nodes[loop[0]]
     raise CycleError("formulas form a cycle: " + " -> ".join(loop), file=first.file,
                      line=first.line, node=first.name)
-
-
-def _no_unknown(body: dict, allowed: set, file, line, name, what) -> None:
-    for k in body:
-        if k not in allowed:
-            raise SchemaError(f"unknown {what} key `{k}`" + suggest(str(k), allowed)
-                              + f" (allowed: {', '.join(sorted(allowed))})",
-                              file=file, line=line, node=name)
-
-
-def _text(body, key, file, line, name, required=True) -> str:
-    v = body.get(key)
-    if v is None or (isinstance(v, str) and not v.strip()):
-        if required:
-            raise SchemaError(f"missing `{key}:`", file=file, line=line, node=name)
-        return ""
-    if not isinstance(v, str):
-        raise SchemaError(f"`{key}:` must be text", file=file, line=line, node=name)
-    return " ".join(v.split())
-
-
-def _read_node(name, body, file, line) -> Node:
-    _no_unknown(body, NODE_KEYS, file, line, name, "node")
-    for k in NODE_REQUIRED:
-        if k not in body or body[k] is None or body[k] == "":
-            raise SchemaError(f"missing `{k}:` (every node has {', '.join(NODE_REQUIRED)})",
-                              file=file, line=line, node=name)
-    unit = str(body["unit"])
-    dim = units.declared_dim(unit, file=file, line=line, node=name)
-    expr = body["expr"]
-    return Node(name=name, expr_text=expr if isinstance(expr, str) else repr(expr), unit=unit,
-                dim=dim, doc=_text(body, "doc", file, line, name),
-                source=_text(body, "source", file, line, name), file=file, line=line,
-                display=_display(body, dim, file, line, name))
-
-
-def _read_input(name, body, file, line) -> Input:
-    _no_unknown(body, INPUT_KEYS, file, line, name, "input")
-    doc = _text(body, "doc", file, line, name)
-    source = _text(body, "source", file, line, name, required=False)
-    if "default" not in body:
-        raise SchemaError("missing `default:` (inputs carry a physical, documented default)",
-                          file=file, line=line, node=name)
-    choices = body.get("choices")
-    if choices is not None:
-        if (not isinstance(choices, list) or len(choices) < 2
-                or not all(isinstance(c, str) and c for c in choices)
-                or len(set(choices)) != len(choices)):
-            raise SchemaError("`choices:` must be a list of two or more distinct names",
-                              file=file, line=line, node=name)
-        for c in choices:
-            if not c.isidentifier() or c == "otherwise":
-                raise SchemaError(f"choice `{c}` must be an identifier (it is a select() keyword)",
-                                  file=file, line=line, node=name)
-        for k in ("bounds", "integer"):
-            if k in body:
-                raise SchemaError(f"a categorical input takes no `{k}:`", file=file, line=line,
-                                  node=name)
-        default = body["default"]
-        if default not in choices:
-            raise InputValueError(f"default `{default}` is not one of the choices "
-                                  f"({', '.join(choices)})", file=file, line=line, node=name)
-        return Input(name=name, doc=doc, unit=str(body.get("unit", "1")), dim=units.DIMENSIONLESS,
-                     default=default, source=source, choices=list(choices), file=file, line=line)
-    if "unit" not in body:
-        raise SchemaError("missing `unit:` (use `1` for counts)", file=file, line=line, node=name)
-    unit = str(body["unit"])
-    dim = units.declared_dim(unit, file=file, line=line, node=name)
-    if dim == units.BOOL:
-        raise SchemaError("inputs cannot be conditions; use `choices:`", file=file, line=line,
-                          node=name)
-    integer = body.get("integer", False)
-    if not isinstance(integer, bool):
-        raise SchemaError("`integer:` must be true or false", file=file, line=line, node=name)
-    bounds = _read_bounds(body.get("bounds"), dim, file, line, name)
-    default = number_value(body["default"], dim, file=file, line=line, node=name)
-    inp = Input(name=name, doc=doc, unit=unit, dim=dim, default=default, source=source,
-                bounds=bounds, integer=integer, file=file, line=line,
-                display=_display(body, dim, file, line, name))
-    check_value(inp, default, file=file, line=line, what="default")
-    return inp
-
-
-def _display(body, dim, file, line, name) -> str | None:
-    """The optional display unit; it must have the declared dimension."""
-    d = body.get("display")
-    if d is None:
-        return None
-    try:
-        ddim, _ = units.parse_unit(str(d))
-    except ValueError as e:
-        raise units.UnitError(f"display: {e}", file=file, line=line, node=name) from None
-    if ddim != dim:
-        raise units.UnitError(f"display unit `{d}` is {units.dim_str(ddim)}, the value is "
-                              f"{units.dim_str(dim)}", file=file, line=line, node=name)
-    return str(d)
-
-
-def _read_bounds(b, dim, file, line, name):
-    if b is None:
-        return (None, None)
-    if not isinstance(b, list) or len(b) != 2:
-        raise SchemaError("`bounds:` must be [low, high] (null for open)", file=file, line=line,
-                          node=name)
-    lo, hi = (None if v is None else number_value(v, dim, file=file, line=line, node=name)
-              for v in b)
-    if lo is not None and hi is not None and lo > hi:
-        raise InputValueError(f"bounds [{lo:g}, {hi:g}] are empty (low > high)", file=file,
-                              line=line, node=name)
-    return (lo, hi)
-
-
-def number_value(v, dim, *, file=None, line=None, node=None) -> float:
-    """A number from YAML or the command line: a plain number, or text with a unit."""
-    if isinstance(v, bool):
-        raise InputValueError(f"`{v}` is a boolean, expected a number", file=file, line=line,
-                              node=node)
-    if isinstance(v, (int, float)):
-        x = float(v)
-    elif isinstance(v, str):
-        x = units.convert_value(v, dim, file=file, line=line, node=node)
-    else:
-        raise InputValueError(f"expected a number (optionally with a unit), got "
-                              f"{type(v).__name__}", file=file, line=line, node=node)
-    if not math.isfinite(x):
-        raise InputValueError(f"value `{v}` is not finite", file=file, line=line, node=node)
-    return x
-
-
-def check_value(inp: Input, x: float, *, file=None, line=None, what="value") -> None:
-    """Bounds and integrality of one scalar value of an input."""
-    if file is None:
-        file, line = inp.file, inp.line
-    lo, hi = inp.bounds
-    if (lo is not None and x < lo) or (hi is not None and x > hi):
-        raise InputValueError(f"{what} {x:g} is outside the bounds "
-                              f"[{'-inf' if lo is None else f'{lo:g}'}, "
-                              f"{'inf' if hi is None else f'{hi:g}'}]",
-                              file=file, line=line, node=inp.name)
-    if inp.integer and x != int(x):
-        raise InputValueError(f"{what} {x:g} must be a whole number", file=file, line=line,
-                              node=inp.name)
 
 
 __all__ = ["Library", "Input", "Node", "FormulaFile", "load_library", "build_library",

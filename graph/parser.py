@@ -18,9 +18,19 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Mapping, Sequence
 
-import sympy as sp
-
 from .errors import ExpressionError
+
+
+class _LazySympy:
+    """sympy, imported on first use (~0.4 s): a cold run from the cache never needs it."""
+
+    def __getattr__(self, name):
+        import sympy
+        globals()["sp"] = sympy
+        return getattr(sympy, name)
+
+
+sp = _LazySympy()
 
 #: Functions of the language, with their arity (min, max; None = unbounded).
 FUNCTIONS: dict[str, tuple[int, int | None]] = {
@@ -128,8 +138,8 @@ def _check_depth(root: ast.AST, ctx: _Ctx) -> None:
 
 
 _BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.Mod)
-_CMPOPS = {ast.Lt: sp.StrictLessThan, ast.LtE: sp.LessThan, ast.Gt: sp.StrictGreaterThan,
-           ast.GtE: sp.GreaterThan, ast.Eq: sp.Eq, ast.NotEq: sp.Ne}
+_CMPOPS = {ast.Lt: "StrictLessThan", ast.LtE: "LessThan", ast.Gt: "StrictGreaterThan",
+           ast.GtE: "GreaterThan", ast.Eq: "Eq", ast.NotEq: "Ne"}
 
 
 def _is_condition(n: ast.AST, ctx: _Ctx) -> bool:
@@ -206,7 +216,7 @@ def _build(n: ast.AST, ctx: _Ctx) -> sp.Basic:
             cls = _CMPOPS.get(type(op))
             if cls is None:
                 raise ctx.fail(n, f"comparison `{type(op).__name__}` is not allowed")
-            rels.append(cls(lhs, rhs, evaluate=False))
+            rels.append(getattr(sp, cls)(lhs, rhs, evaluate=False))
         return rels[0] if len(rels) == 1 else sp.And(*rels)
     if isinstance(n, ast.Call):
         return _call(n, ctx)

@@ -19,13 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import sympy as sp
 
+from .compile import compile_expr
 from .errors import FlopsheetError
-from .evaluate import Model, Result, compile_expr
-from .parser import symbol
-
-TIE = 1e-9
+from .evaluate import Model, Result
+from .nonsmooth import TIE  # noqa: F401 - the tie tolerance, public here as before
+from .parser import sp, symbol  # sp: sympy, imported on first use
 
 
 @dataclass
@@ -44,22 +43,36 @@ class Sensitivity:
         return rows[:top] if top else rows
 
 
-class _Winner(sp.Function):
-    """1 where argument ``i`` (0-based) is the first maximum of ``sign*args``, else 0."""
+_CLASSES: dict = {}
 
 
-class _FirstMax(sp.Function):
-    """max() whose derivative follows the first winning argument (one branch on a tie)."""
+def _sympy_classes() -> dict:
+    """The sympy functions max/min are differentiated through (made on first use, so that
+    importing this module does not import sympy)."""
+    if not _CLASSES:
+        class _Winner(sp.Function):
+            """1 where argument ``i`` (0-based) is the first maximum of ``sign*args``, else 0."""
 
-    def fdiff(self, argindex=1):
-        return _Winner(sp.Integer(argindex - 1), sp.Integer(1), *self.args)
+        class _FirstMax(sp.Function):
+            """max() whose derivative follows the first winning argument (one branch on a tie)."""
+
+            def fdiff(self, argindex=1):
+                return _Winner(sp.Integer(argindex - 1), sp.Integer(1), *self.args)
+
+        class _FirstMin(sp.Function):
+            """min() whose derivative follows the first winning argument (one branch on a tie)."""
+
+            def fdiff(self, argindex=1):
+                return _Winner(sp.Integer(argindex - 1), sp.Integer(-1), *self.args)
+
+        _CLASSES.update(_Winner=_Winner, _FirstMax=_FirstMax, _FirstMin=_FirstMin)
+    return _CLASSES
 
 
-class _FirstMin(sp.Function):
-    """min() whose derivative follows the first winning argument (one branch on a tie)."""
-
-    def fdiff(self, argindex=1):
-        return _Winner(sp.Integer(argindex - 1), sp.Integer(-1), *self.args)
+def __getattr__(name):  # sensitivity._Winner etc., as before
+    if name in ("_Winner", "_FirstMax", "_FirstMin"):
+        return _sympy_classes()[name]
+    raise AttributeError(name)
 
 
 def _argmax_form(e: sp.Basic) -> sp.Basic:
@@ -70,7 +83,8 @@ def _argmax_form(e: sp.Basic) -> sp.Basic:
     add the tied slopes up instead of taking one.
     """
     e = e.replace(sp.Mod, lambda a, b: a - b * sp.floor(a / b, evaluate=False))  # MOD = a - b INT(a/b)
-    return e.replace(sp.Max, _FirstMax).replace(sp.Min, _FirstMin)
+    c = _sympy_classes()
+    return e.replace(sp.Max, c["_FirstMax"]).replace(sp.Min, c["_FirstMin"])
 
 
 def _strip_step_derivatives(e: sp.Basic) -> sp.Basic:
@@ -79,22 +93,119 @@ def _strip_step_derivatives(e: sp.Basic) -> sp.Basic:
                      and a.has(sp.ceiling, sp.floor), lambda a: sp.S.Zero)
 
 
+def partial_expr(lib, node: str, dep: str) -> sp.Basic:
+    """d(node)/d(dep) as a sympy expression: ceil/floor steps as 0, max/min through the first
+    winning argument. Cached per library and shared by every user (the gradient here, the
+    Partials sheet of the Excel export), so each edge is differentiated once per process."""
+    cache = lib.__dict__.setdefault("_partial_exprs", {})
+    d = cache.get((node, dep))
+    if d is None:
+        d = cache[(node, dep)] = _saved_partial(lib, node, dep)
+    if d is None:
+        forms = lib.__dict__.setdefault("_diff_forms", {})
+        form = forms.get(node)
+        if form is None:
+            form = forms[node] = _argmax_form(lib.nodes[node].expr)
+        d = _strip_step_derivatives(sp.diff(form, symbol(dep)))
+        c = _sympy_classes()
+        d = d.replace(c["_FirstMax"], sp.Max).replace(c["_FirstMin"], sp.Min)
+        # Subs(0, x, ...) left behind when step derivatives are zeroed -> its value
+        d = d.replace(lambda a: isinstance(a, sp.Subs) and a.expr.is_Number, lambda a: a.expr)
+        cache[(node, dep)] = d
+        _remember_partial(lib, node, dep, d)
+    return d
+
+
+# symbolic partials kept on disk (graph/symtree.py: exact, rebuilt without eval)
+_DIRTY: dict[int, object] = {}
+
+
+def _saved(lib) -> dict:
+    saved = lib.__dict__.get("_partials_saved")
+    if saved is None:
+        from . import diskcache
+        saved = diskcache.load(diskcache.key("partial-exprs", lib.digest_full))
+        saved = lib.__dict__["_partials_saved"] = saved if isinstance(saved, dict) else {}
+    return saved
+
+
+def _saved_partial(lib, node: str, dep: str):
+    t = _saved(lib).get(f"{node}\0{dep}")
+    if t is None:
+        return None
+    from . import symtree
+    try:
+        e = symtree.load(t)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    allowed = {symbol(x) for x in lib.nodes[node].deps}
+    return e if e.free_symbols <= allowed else None
+
+
+def _remember_partial(lib, node: str, dep: str, d) -> None:
+    from . import symtree
+    t = symtree.dump(d)
+    if t is None:
+        return
+    _saved(lib)[f"{node}\0{dep}"] = t
+    if not _DIRTY:
+        import atexit
+        atexit.register(flush)
+    _DIRTY[id(lib)] = lib
+
+
+def flush() -> None:
+    """Write the symbolic partials derived in this process to the disk cache."""
+    from . import diskcache
+    for lib in list(_DIRTY.values()):
+        diskcache.save(diskcache.key("partial-exprs", lib.digest_full), _saved(lib))
+    _DIRTY.clear()
+
+
+def _partial_trees(model) -> dict:
+    """Expression trees of the partials (graph/compile.py), kept on disk between runs."""
+    trees = model.__dict__.get("_partial_trees")
+    if trees is None:
+        from . import diskcache
+        from .compile import check_tree
+        lib = model.lib
+        saved = diskcache.load(diskcache.key("partials", lib.digest_full))
+        trees = {}
+        if isinstance(saved, dict):
+            try:
+                for k, t in saved.items():
+                    n, _, d = k.partition("\0")
+                    if t is not None:
+                        check_tree(t, len(lib.nodes[n].deps))
+                    if d not in lib.nodes[n].deps:
+                        raise ValueError("not an edge")
+                    trees[k] = t
+            except (ValueError, KeyError, TypeError, AttributeError):
+                trees = {}  # not what we wrote: derive again
+        model.__dict__["_partial_trees"] = trees
+    return trees
+
+
+def _save_partial_trees(model) -> None:
+    from . import diskcache
+    diskcache.save(diskcache.key("partials", model.lib.digest_full), model._partial_trees)
+
+
 class Differentiator:
-    """Per-edge partial derivatives of a compiled model, compiled lazily and cached."""
+    """Per-edge partial derivatives of a compiled model, compiled lazily and cached on the
+    model (a new Differentiator of the same model reuses them)."""
 
     def __init__(self, model: Model):
         self.model = model
-        self._partials: dict[tuple[str, str], object] = {}
-        self._probes: dict[str, list] = {}
+        self._partials: dict[tuple[str, str], object] = model.__dict__.setdefault(
+            "_partial_fns", {})
 
     def partial(self, node: str, dep: str):
         key = (node, dep)
         fn = self._partials.get(key)
         if fn is None:
-            n = self.model.lib.nodes[node]
-            d = _strip_step_derivatives(sp.diff(_argmax_form(n.expr), symbol(dep)))
-            d = d.replace(_FirstMax, sp.Max).replace(_FirstMin, sp.Min)
-            fn = self._partials[key] = compile_expr(n.deps, d)
+            d = partial_expr(self.model.lib, node, dep)
+            fn = self._partials[key] = compile_expr(self.model.lib.nodes[node].deps, d)
         return fn
 
     def gradient(self, result: Result, output: str) -> Sensitivity:
@@ -112,20 +223,22 @@ class Differentiator:
         adj: dict[str, float] = {output: 1.0}
         scope = self._scope(output, result.overridden)
         choice = {n for n, i in lib.inputs.items() if i.is_choice}
-        for name in reversed(lib.order):
-            if name not in scope or name in result.overridden or name not in adj:
-                continue
-            a = adj[name]
-            if a == 0.0:
-                continue
-            node = lib.nodes[name]
-            args = [vals[d] for d in node.deps]
-            for dep in node.deps:
-                if dep in choice:
+        partials = self._partial_values(output, result, scope, choice)
+        with np.errstate(all="ignore"):
+            for name in reversed(lib.order):
+                if name not in scope or name in result.overridden or name not in adj:
                     continue
-                with np.errstate(all="ignore"):
-                    g = float(self.partial(name, dep)(*args))
-                adj[dep] = adj.get(dep, 0.0) + a * g
+                a = adj[name]
+                if a == 0.0:
+                    continue
+                node = lib.nodes[name]
+                for dep in node.deps:
+                    if dep in choice:
+                        continue
+                    g = partials.get((name, dep))
+                    if g is None:  # a derivative the code generator has no form for
+                        g = float(self.partial(name, dep)(*[vals[d] for d in node.deps]))
+                    adj[dep] = adj.get(dep, 0.0) + a * g
         pinned = {n for n, i in lib.inputs.items()
                   if i.bounds[0] is not None and i.bounds[0] == i.bounds[1]}  # unit constants
         leaves = {n: adj.get(n, 0.0) for n in scope
@@ -138,15 +251,64 @@ class Differentiator:
             el[n] = d * x / y if y != 0 else float("nan")
         return Sensitivity(output, y, leaves, inner, el, self.nonsmooth(result, scope))
 
+    def _partial_values(self, output, result, scope, choice) -> dict[tuple[str, str], float]:
+        """Every partial the gradient may need, from one generated function per scope."""
+        key = (output, result.overridden)
+        progs = self.model.__dict__.setdefault("_gradient_programs", {})
+        hit = progs.get(key)
+        if hit is None:
+            hit = progs[key] = self._edge_program(scope, result.overridden, choice)
+        prog, edges = hit
+        vals = result.values
+        args = [vals[x] for x in prog.leaves]
+        try:
+            out = prog.scalar([float(a) for a in args])
+        except (ArithmeticError, ValueError, TypeError):  # e.g. 1/0: numpy gives inf instead
+            with np.errstate(all="ignore"):
+                out = [float(v) for v in prog.array([], [np.float64(a) for a in args])]
+        return dict(zip(edges, out))
+
+    def _edge_program(self, scope, overridden, choice):
+        from . import codegen, diskcache
+        from .compile import LowerError, lower
+        lib = self.model.lib
+        trees = _partial_trees(self.model)
+        edges, names, deps_of, todo = [], {}, {}, False
+        for n in lib.order:
+            if n not in scope or n in overridden or lib.nodes[n].is_bool:
+                continue
+            for d in lib.nodes[n].deps:
+                if d in choice:
+                    continue
+                k = f"{n}\0{d}"
+                if k not in trees:
+                    try:
+                        trees[k] = lower(partial_expr(lib, n, d), lib.nodes[n].deps)
+                    except LowerError:
+                        trees[k] = None
+                    todo = True
+                if trees[k] is not None:
+                    edges.append((n, d))
+                    names[k] = trees[k]
+                    deps_of[k] = lib.nodes[n].deps
+        if todo:
+            _save_partial_trees(self.model)
+        order = list(names)
+        leaves = list(dict.fromkeys(x for k in order for x in deps_of[k]))
+        ckey = diskcache.key("gradient", "\0".join([lib.digest_full, *order]))
+        prog = codegen.cached(ckey, lambda: codegen.build(order, names, deps_of, leaves, order,
+                                                          frozenset(order)))
+        return prog, edges
+
     def _scope(self, output: str, overridden) -> set[str]:
         """The output and what it depends on, not looking through overridden nodes."""
-        g = self.model.lib.graph
+        nodes = self.model.lib.nodes
         seen, stack = {output}, [output]
         while stack:
             n = stack.pop()
-            if n in overridden and n != output:
+            if (n in overridden and n != output) or n not in nodes:
                 continue
-            for p in g.predecessors(n):
+            for p in nodes[n].deps:
                 if p not in seen:
                     seen.add(p)
                     stack.append(p)
@@ -154,81 +316,6 @@ class Differentiator:
 
     # ----------------------------------------------------------- non-smooth
     def nonsmooth(self, result: Result, scope) -> list[str]:
-        lib = self.model.lib
-        notes = []
-        for name in lib.order:
-            if name not in scope or name in result.overridden:
-                continue
-            for kind, probe in self._probes_for(name):
-                args = [result.values[d] for d in lib.nodes[name].deps]
-                with np.errstate(all="ignore"):
-                    note = probe(args)
-                if note:
-                    notes.append(f"{name}: {note}")
-        return notes
-
-    def _probes_for(self, name: str):
-        if name in self._probes:
-            return self._probes[name]
-        node = self.model.lib.nodes[name]
-        deps = node.deps
-        inputs = self.model.lib.inputs
-        choice = {n for n, i in inputs.items() if i.is_choice}
-        # steps and conditions on whole-number inputs alone (layers, tp, experts) sit on their
-        # jumps by construction; a derivative there is formal, so they are not flagged
-        discrete = {symbol(n) for n, i in inputs.items() if i.is_choice or i.integer}
-        probes = []
-        for atom in sp.preorder_traversal(node.expr):
-            if atom.free_symbols and atom.free_symbols <= discrete:
-                continue
-            if isinstance(atom, (sp.ceiling, sp.floor)):
-                probes.append(("step", _step_probe(atom, compile_expr(deps, atom.args[0]))))
-            elif isinstance(atom, (sp.Max, sp.Min)):
-                fns = [compile_expr(deps, a) for a in atom.args]
-                probes.append(("tie", _tie_probe(atom, fns)))
-            elif isinstance(atom, sp.Abs):
-                probes.append(("abs", _zero_probe(f"abs() at 0 in {atom}",
-                                                  compile_expr(deps, atom.args[0]))))
-            elif isinstance(atom, sp.core.relational.Relational) and not (
-                    atom.free_symbols & {symbol(c) for c in choice}):
-                diff_fn = compile_expr(deps, atom.lhs - atom.rhs)
-                scale_fn = compile_expr(deps, sp.Abs(atom.lhs) + sp.Abs(atom.rhs))
-                probes.append(("boundary", _boundary_probe(atom, diff_fn, scale_fn)))
-        self._probes[name] = probes
-        return probes
-
-
-def _step_probe(atom, arg_fn):
-    """Flag a ceil/floor whose argument sits on a jump (an integer); elsewhere d/dx = 0 exactly."""
-    text = f"{'ceil' if isinstance(atom, sp.ceiling) else 'floor'}({atom.args[0]})"
-
-    def probe(args):
-        x = float(arg_fn(*args))
-        if abs(x - round(x)) <= TIE * max(abs(x), 1.0):
-            return f"{text} = {round(x)} sits on a step; the derivative is one-sided"
-        return None
-    return probe
-
-
-def _tie_probe(atom, fns):
-    kind = "max" if isinstance(atom, sp.Max) else "min"
-
-    def probe(args):
-        v = sorted((float(f(*args)) for f in fns), reverse=(kind == "max"))
-        if abs(v[0] - v[1]) <= TIE * max(abs(v[0]), abs(v[1]), 1e-300):
-            return f"{kind}() arguments tie at {v[0]:.6g}; the derivative is one-sided"
-        return None
-    return probe
-
-
-def _zero_probe(text, fn):
-    return lambda args: text if float(fn(*args)) == 0.0 else None
-
-
-def _boundary_probe(atom, diff_fn, scale_fn):
-    def probe(args):
-        d, s = float(diff_fn(*args)), float(scale_fn(*args))
-        if abs(d) <= TIE * max(s, 1e-300):
-            return f"condition `{atom}` is on its boundary; the derivative is one-sided"
-        return None
-    return probe
+        """Where the derivative is one-sided at ``result`` (graph/nonsmooth.py)."""
+        from .nonsmooth import notes
+        return notes(self.model, result, scope)

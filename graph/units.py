@@ -23,9 +23,6 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Mapping
 
-import pint
-from pint.util import UnitsContainer
-
 from .errors import UnitError
 
 _DEFINITIONS = """
@@ -79,8 +76,70 @@ percent = 0.01 = %
 billion = 1e9
 """
 
+class Dim:
+    """A dimension: base dimension -> exponent (``[information]: 1, [time]: -1`` is byte/s).
+
+    Immutable and hashable; multiplies, divides and takes powers like pint's
+    UnitsContainer, without importing pint (a cold ``flopsheet run`` does not need it).
+    """
+
+    __slots__ = ("_d", "_h")
+
+    def __init__(self, items=()):
+        d = dict(items)
+        self._d = {k: v for k, v in sorted(d.items()) if v != 0}
+        self._h = hash(tuple(self._d.items()))
+
+    def items(self):
+        return self._d.items()
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __eq__(self, other):
+        if isinstance(other, Dim):
+            return self._d == other._d
+        if isinstance(other, str):
+            return False
+        try:
+            return self._d == {k: v for k, v in dict(other.items()).items() if v != 0}
+        except AttributeError:
+            return NotImplemented
+
+    def __hash__(self):
+        return self._h
+
+    def __mul__(self, other):
+        d = dict(self._d)
+        for k, v in other.items():
+            d[k] = d.get(k, 0) + v
+        return Dim(d)
+
+    def __truediv__(self, other):
+        d = dict(self._d)
+        for k, v in other.items():
+            d[k] = d.get(k, 0) - v
+        return Dim(d)
+
+    def __pow__(self, p):
+        return Dim({k: v * p for k, v in self._d.items()})
+
+    def __repr__(self):
+        return f"Dim({self._d!r})"
+
+    def __str__(self):
+        return " * ".join(f"{k} ** {v}" if v != 1 else k for k, v in self._d.items()) \
+            or "dimensionless"
+
+
 BOOL = "bool"  #: the declared unit of a condition node
-DIMENSIONLESS = UnitsContainer({})
+DIMENSIONLESS = Dim()
 _DIMLESS_NAMES = {"1", "", "count", "dimensionless"}
 
 #: Coherent unit name per base dimension, used to print dimensions.
@@ -89,7 +148,8 @@ _BASE_NAMES = {"[time]": "s", "[information]": "byte", "[compute]": "FLOP", "[to
 
 
 @lru_cache(maxsize=1)
-def registry() -> pint.UnitRegistry:
+def registry():
+    import pint  # ~0.4 s to import: only when a unit string is seen for the first time
     ureg = pint.UnitRegistry(None, cache_folder=None)
     ureg.load_definitions(io.StringIO(_DEFINITIONS).readlines())
     return ureg
@@ -118,14 +178,51 @@ def _fmt_exp(e) -> str:
     return str(f.numerator) if f.denominator == 1 else f"({f})"
 
 
-@lru_cache(maxsize=None)
+_TABLE: dict | None = None  # unit text -> (dim, factor): what pint said, kept across runs
+_TABLE_DIRTY = False
+
+
+def _table() -> dict:
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = {}
+        from . import diskcache
+        saved = diskcache.load(diskcache.key("units", ""))
+        if isinstance(saved, dict):
+            try:
+                for t, (items, factor) in saved.items():
+                    if not (isinstance(t, str) and isinstance(factor, float)
+                            and all(isinstance(k, str) and isinstance(v, (int, float))
+                                    for k, v in items)):
+                        raise ValueError
+                    _TABLE[t] = (Dim(items), factor)
+            except (TypeError, ValueError):
+                _TABLE = {}  # not what we wrote: ask pint again
+    return _TABLE
+
+
+def save_table() -> None:
+    """Keep the unit strings parsed in this run for the next (the disk cache; optional)."""
+    global _TABLE_DIRTY
+    if _TABLE_DIRTY and _TABLE is not None:
+        from . import diskcache
+        diskcache.save(diskcache.key("units", ""),
+                       {t: [list(d.items()), f] for t, (d, f) in _TABLE.items()})
+        _TABLE_DIRTY = False
+
+
 def parse_unit(text: str):
     """(dimension, factor to coherent base units) of a unit string. Raises ValueError."""
+    global _TABLE_DIRTY
     t = str(text).strip()
     if t in _DIMLESS_NAMES:
         return DIMENSIONLESS, 1.0
     if t == BOOL:
         return BOOL, 1.0
+    table = _table()
+    hit = table.get(t)
+    if hit is not None:
+        return hit
     if not re.fullmatch(r"[A-Za-z0-9_%µμ*/^().\s-]+", t):
         raise ValueError(f"unit `{t}` has characters a unit cannot have")
     ureg = registry()
@@ -134,8 +231,10 @@ def parse_unit(text: str):
     except Exception as e:  # pint raises several kinds; all mean "not a unit here"
         raise ValueError(f"unknown unit `{t}` ({type(e).__name__})") from None
     q = (1.0 * u).to_base_units()
-    dim = UnitsContainer({k: v for k, v in ureg.get_dimensionality(u).items()})
-    return dim, float(q.magnitude)
+    dim = Dim(ureg.get_dimensionality(u).items())
+    table[t] = out = (dim, float(q.magnitude))
+    _TABLE_DIRTY = True
+    return out
 
 
 def declared_dim(unit: str, *, file=None, line=None, node=None):

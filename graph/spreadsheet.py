@@ -1,0 +1,170 @@
+"""Spreadsheet semantics shared by every evaluation path (numpy arrays and plain floats).
+
+``ceil``/``floor``: the argument is first rounded to 15 significant digits, as Excel and
+LibreOffice do, so ``ceil(0.1*3/0.1)`` is 3 in all three places (IEEE arithmetic alone
+would give 4). Comparisons and MOD treat two doubles as equal when they differ by less
+than 2^-48 of their size (LibreOffice's rtl::math::approxEqual), so Python and the
+workbook branch alike on near ties.
+
+Each function has an array form (``ss_*``, numpy, broadcasting) and a scalar form
+(``s_*``, the ``math`` module: ~10x faster for one configuration). The scalar forms
+compute exactly what the array forms compute; tests hold them to it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: LibreOffice treats two doubles as equal when they differ by less than 2^-48 of their size.
+APPROX = 2.0 ** -48
+_APPROX = APPROX  # older name
+
+
+def _round15(x):
+    """x rounded to 15 significant digits, halves away from zero (as spreadsheets round)."""
+    x = np.asarray(x, dtype=float)
+    with np.errstate(all="ignore"):
+        mag = np.floor(np.log10(np.abs(np.where(x == 0, 1.0, x))))
+        scale = 10.0 ** (14 - mag)
+        r = np.sign(x) * np.floor(np.abs(x) * scale + 0.5) / scale
+    return np.where(np.isfinite(r), r, x)
+
+
+def _approx_equal(a, b):
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    return (a == b) | (np.abs(a - b) < np.maximum(np.abs(a), np.abs(b)) * APPROX)
+
+
+def ss_eq(a, b):
+    return _approx_equal(a, b)
+
+
+def ss_ne(a, b):
+    return ~_approx_equal(a, b)
+
+
+def ss_lt(a, b):
+    return (np.asarray(a) < np.asarray(b)) & ~_approx_equal(a, b)
+
+
+def ss_le(a, b):
+    return (np.asarray(a) <= np.asarray(b)) | _approx_equal(a, b)
+
+
+def ss_gt(a, b):
+    return ss_lt(b, a)
+
+
+def ss_ge(a, b):
+    return ss_le(b, a)
+
+
+def ss_mod(a, b):
+    """MOD with spreadsheet semantics: a - b*floor(a/b), a result within 2^-48 of a is 0."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    r = a - b * ss_floor(a / b)
+    return np.where(np.abs(r) < np.abs(a) * APPROX, 0.0, r)
+
+
+def _near(x, below):
+    """Where x lies within rounding distance (1e-13 relative) above ``below``."""
+    return (x - below) <= 1e-13 * np.maximum(np.abs(x), 1.0)
+
+
+def ss_ceil(x):
+    """Ceiling with spreadsheet semantics (argument rounded to 15 significant digits).
+
+    Only arguments a hair above an integer can round down onto it, so the exact rounding
+    runs on those alone (a plain ceil elsewhere: ~20x faster on large arrays).
+    """
+    x = np.asarray(x, dtype=float)
+    c = np.ceil(x)
+    near = _near(x, c - 1)
+    if not near.any():
+        return c
+    return np.where(near, np.ceil(_round15(x)), c)
+
+
+def ss_floor(x):
+    """Floor with spreadsheet semantics (argument rounded to 15 significant digits)."""
+    x = np.asarray(x, dtype=float)
+    f = np.floor(x)
+    near = _near(-x, -(f + 1))  # a hair below the next integer
+    if not near.any():
+        return f
+    return np.where(near, np.floor(_round15(x)), f)
+
+
+# ----------------------------------------------------------------- scalar forms
+# Inputs are finite floats (the generated scalar code checks before calling); anything
+# odd raises, and the caller falls back to the array path, which reports it.
+def s_round15(x: float) -> float:
+    if x == 0:
+        return x
+    mag = math.floor(math.log10(abs(x)))
+    scale = 10.0 ** (14 - mag)
+    r = math.copysign(math.floor(abs(x) * scale + 0.5) / scale, x)
+    return r if math.isfinite(r) else x
+
+
+def s_ceil(x: float) -> float:
+    c = float(math.ceil(x))
+    if (x - (c - 1)) <= 1e-13 * max(abs(x), 1.0):
+        return float(math.ceil(s_round15(x)))
+    return c
+
+
+def s_floor(x: float) -> float:
+    f = float(math.floor(x))
+    if (-x + (f + 1)) <= 1e-13 * max(abs(x), 1.0):
+        return float(math.floor(s_round15(x)))
+    return f
+
+
+# (written out rather than built on s_eq: one configuration calls these thousands of times)
+def s_eq(a, b) -> bool:
+    return a == b or abs(a - b) < max(abs(a), abs(b)) * APPROX
+
+
+def s_ne(a, b) -> bool:
+    return not (a == b or abs(a - b) < max(abs(a), abs(b)) * APPROX)
+
+
+def s_lt(a, b) -> bool:
+    return a < b and not (b - a < max(abs(a), abs(b)) * APPROX)
+
+
+def s_le(a, b) -> bool:
+    return a <= b or a - b < max(abs(a), abs(b)) * APPROX
+
+
+def s_gt(a, b) -> bool:
+    return a > b and not (a - b < max(abs(a), abs(b)) * APPROX)
+
+
+def s_ge(a, b) -> bool:
+    return a >= b or b - a < max(abs(a), abs(b)) * APPROX
+
+
+def s_mod(a: float, b: float) -> float:
+    r = a - b * s_floor(a / b)
+    return 0.0 if abs(r) < abs(a) * APPROX else r
+
+
+# ------------------------------------------------- derivatives of abs and max/min (gradients)
+def s_sign(x):
+    return 0.0 if x == 0 else math.copysign(1.0, x)
+
+
+def s_winner(i, sign, *args):
+    """1.0 if args[i] is the first maximum of sign*args, else 0.0 (derivative of max/min)."""
+    vals = [sign * a for a in args]
+    return 1.0 if vals.index(max(vals)) == int(i) else 0.0
+
+
+def winner(i, sign, *args):
+    stacked = np.stack(np.broadcast_arrays(*[sign * np.asarray(a, dtype=float) for a in args]))
+    return (np.argmax(stacked, axis=0) == int(i)).astype(float)

@@ -1,0 +1,234 @@
+"""Validation results: rows (predicted vs measured), per-category statistics, and the
+text, Markdown, JSON and .xlsx renderings of ``flopsheet validate``.
+
+Each row says what happened in words: ``within 10 %`` or ``off by +177 %`` against the
+row's tolerance, then any check the configuration fails (``exceeds HBM``); never ``ok``
+beside a large error.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .fmt import table
+from .validate_points import Expect, Point
+
+@dataclass
+class Row:
+    point: Point
+    expect: Expect
+    predicted: float | None = None  # in the expect's unit
+    measured: float | None = None   # in the expect's unit
+    error: float | None = None      # predicted / measured - 1
+    problem: str | None = None      # an error (bad point), not an inaccuracy
+    flags: list[str] = field(default_factory=list)  # e.g. the configuration breaks a rule
+
+    @property
+    def within(self) -> bool:
+        return self.error is not None and abs(self.error) <= self.expect.tolerance
+
+
+@dataclass
+class Report:
+    points: list[Point]
+    rows: list[Row]
+    problems: list[tuple[str, str]]  # (point id, message)
+
+    def stats(self, category: str | None = None, family: str | None = None) -> dict:
+        """Counts and error statistics of a category (or family; None: all points)."""
+        keep = lambda p: category in (None, p.category) and family in (None, p.family)  # noqa: E731
+        pts = [p for p in self.points if keep(p)]
+        rows = [r for r in self.rows if keep(r.point) and r.expect.counted and r.error is not None]
+        errs = np.array([r.error for r in rows], dtype=float)
+        out = {"points": len(pts), "supported": sum(p.supported for p in pts),
+               "unsupported": sum(not p.supported for p in pts), "compared": len(rows),
+               "median_abs_error": None, "p90_abs_error": None, "worst_error": None,
+               "worst_point": None, "worst_id": None, "worst_metric": None,
+               "within_tolerance": sum(r.within for r in rows)}
+        if len(rows):
+            a = np.abs(errs)
+            worst = rows[int(np.argmax(a))]
+            out.update(median_abs_error=float(np.median(a)),
+                       p90_abs_error=float(np.percentile(a, 90)),
+                       worst_error=float(worst.error), worst_id=worst.point.id,
+                       worst_metric=worst.expect.metric,
+                       worst_point=f"{worst.point.id} ({worst.expect.metric})")
+        return out
+
+    def worst(self, n: int = 5, category: str | None = None) -> list[Row]:
+        rows = [r for r in self.rows if r.expect.counted and r.error is not None
+                and category in (None, r.point.category)]
+        return sorted(rows, key=lambda r: -abs(r.error))[:n]
+
+
+
+# ------------------------------------------------------------------------------ output
+def _pct(x: float | None, signed: bool = True) -> str:
+    if x is None:
+        return "-"
+    return f"{x * 100:+.1f}%" if signed else f"{x * 100:.1f}%"
+
+
+def _num(x: float | None) -> str:
+    """Four significant digits, in fixed notation between 0.001 and a million."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    if x == 0 or not 1e-3 <= abs(x) < 1e6:
+        return f"{x:.4g}"
+    return f"{x:.{max(0, 3 - math.floor(math.log10(abs(x))))}f}"
+
+
+def _percent(x: float, signed: bool) -> str:
+    return f"{x * 100:+.0f} %" if signed else f"{x * 100:.0f} %"
+
+
+def status(r: Row) -> str:
+    """What happened to a row, in words: ``within 10 %``, ``off by +177 % (tolerance 10 %)``,
+    ``error: ...``, then each check the configuration fails (``exceeds HBM``)."""
+    if r.problem:
+        words = "error (message below)"
+    elif r.error is None:
+        words = "not compared"
+    elif r.within:
+        words = f"within {_percent(r.expect.tolerance, False)}"
+    else:
+        words = (f"off by {_percent(r.error, True)} "
+                 f"(tolerance {_percent(r.expect.tolerance, False)})")
+    return "; ".join([words] + list(r.flags))
+
+
+def rows_table(report: Report) -> str:
+    body = []
+    for r in report.rows:
+        e = r.expect
+        body.append([r.point.id, f"{e.metric} -> {e.node}" + ("" if e.counted else " (not counted)"),
+                     _num(r.predicted), _num(r.measured), e.unit, _pct(r.error), status(r)])
+    return table(body, ["point", "metric -> node", "predicted", "measured", "unit", "error",
+                        "status"], right={2, 3, 5})
+
+
+def summary_rows(report: Report, categories: list[str]) -> list[list[str]]:
+    out = []
+    for c in categories:
+        s = report.stats(c)
+        out.append([c, str(s["points"]), str(s["supported"]), str(s["compared"]),
+                    _pct(s["median_abs_error"], False), _pct(s["p90_abs_error"], False),
+                    _pct(s["worst_error"]), s["worst_point"] or "-"])
+    return out
+
+
+SUMMARY_HEAD = ["category", "points", "supported", "compared", "median |err|", "p90 |err|",
+                "worst", "worst point"]
+
+
+def unsupported_by_reason(points: list[Point]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for p in points:
+        if not p.supported:
+            out.setdefault(p.unsupported, []).append(p.id)
+    return out
+
+
+def print_text(report: Report, categories: list[str], file=sys.stdout) -> None:
+    w = lambda s="": print(s, file=file)  # noqa: E731
+    if report.rows:
+        w(rows_table(report))
+        w("error = predicted / measured - 1; rows marked (not counted) restate another row of the "
+          "same point and stay out of the statistics")
+    unsup = [p for p in report.points if not p.supported]
+    if unsup:
+        w()
+        w(table([[p.id, p.category, f"unsupported: {p.unsupported}"] for p in unsup],
+                ["point", "category", ""]))
+    w()
+    w(table(summary_rows(report, categories), SUMMARY_HEAD, right={1, 2, 3, 4, 5, 6}))
+    worst = report.worst(5)
+    if worst:
+        w()
+        w("worst points:")
+        for r in worst:
+            w(f"  {_pct(r.error):>8}  {r.point.id}  {r.expect.metric} -> {r.expect.node} "
+              f"(predicted {_num(r.predicted)} vs {_num(r.measured)} {r.expect.unit})")
+    reasons = unsupported_by_reason(report.points)
+    if reasons:
+        w()
+        w("unsupported, by reason:")
+        for reason, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+            w(f"  {len(ids):>3}  {reason}")
+    for pid, msg in report.problems:
+        print(f"flopsheet: error: {pid}: {msg}", file=sys.stderr)
+
+
+def markdown(report: Report, categories: list[str]) -> str:
+    """The README 'Accuracy' section body: per category, then per family, then what is unsupported."""
+    def worst(st):
+        return "-" if st["worst_id"] is None else f"{_pct(st['worst_error'])} `{st['worst_id']}`"
+
+    head = ["category", "points", "supported", "compared", "median \\|err\\|", "p90 \\|err\\|",
+            "worst"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in categories:
+        st = report.stats(c)
+        lines.append("| " + " | ".join([c, str(st["points"]), str(st["supported"]),
+                                        str(st["compared"]), _pct(st["median_abs_error"], False),
+                                        _pct(st["p90_abs_error"], False), worst(st)]) + " |")
+    pairs = list(dict.fromkeys((p.family, p.category) for p in report.points
+                               if p.category in categories))
+    pairs = [fc for fc in pairs if report.stats(fc[1], fc[0])["compared"]]
+    if pairs:
+        head = ["family", "category", "supported / points", "median \\|err\\|", "worst"]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for f, c in pairs:
+            st = report.stats(c, f)
+            lines.append("| " + " | ".join([f, c, f"{st['supported']} / {st['points']}",
+                                            _pct(st["median_abs_error"], False), worst(st)]) + " |")
+    reasons = unsupported_by_reason([p for p in report.points if p.category in categories])
+    if reasons:
+        lines += ["", "Unsupported points, by reason (listed by `flopsheet validate`, never dropped):", ""]
+        for reason, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+            lines.append(f"- {len(ids)}: {reason}")
+    return "\n".join(lines)
+
+
+def to_json(report: Report, categories: list[str]) -> dict:
+    return {
+        "rows": [{"point": r.point.id, "family": r.point.family, "category": r.point.category,
+                  "metric": r.expect.metric, "node": r.expect.node, "unit": r.expect.unit,
+                  "predicted": r.predicted, "measured": r.measured, "error": r.error,
+                  "tolerance": r.expect.tolerance, "within_tolerance": r.within,
+                  "counted": r.expect.counted, "flags": r.flags, "problem": r.problem}
+                 for r in report.rows],
+        "unsupported": [{"point": p.id, "family": p.family, "category": p.category,
+                         "reason": p.unsupported} for p in report.points if not p.supported],
+        "categories": {c: report.stats(c) for c in categories},
+        "problems": [{"point": pid, "message": m} for pid, m in report.problems],
+    }
+
+
+def write_xlsx(report: Report, categories: list[str], path: str) -> None:
+    """A plain results workbook (numbers, not live formulas: the points are many scenarios)."""
+    from openpyxl import Workbook
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Summary"
+    ws.append(SUMMARY_HEAD)
+    for c in categories:
+        s = report.stats(c)
+        ws.append([c, s["points"], s["supported"], s["compared"], s["median_abs_error"],
+                   s["p90_abs_error"], s["worst_error"], s["worst_point"]])
+    ws = wb.create_sheet("Points")
+    ws.append(["point", "family", "category", "metric", "node", "predicted", "measured", "unit",
+               "error", "tolerance", "counted", "source"])
+    for r in report.rows:
+        ws.append([r.point.id, r.point.family, r.point.category, r.expect.metric, r.expect.node,
+                   r.predicted, r.measured, r.expect.unit, r.error, r.expect.tolerance,
+                   r.expect.counted, r.point.source])
+    ws = wb.create_sheet("Unsupported")
+    ws.append(["point", "family", "category", "reason"])
+    for p in report.points:
+        if not p.supported:
+            ws.append([p.id, p.family, p.category, p.unsupported])
+    wb.save(path)

@@ -1,0 +1,188 @@
+"""Evaluating validation points on one compiled library, and fitting global calibration
+inputs on a subset of them (``flopsheet validate --fit``)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from .errors import FlopsheetError, ScenarioError, UnknownNameError
+from .evaluate import Model
+from .library import Library, load_library
+from .names import suggest
+from .scenario import compose, resolve
+from .units import convert_value
+from .validate_points import Point, validation_dir
+from .validate_report import Report, Row
+
+#: conditions checked for training points; a false one is shown beside the row (not an error)
+CHECKS = {"parallel_config_valid": "breaks a divisibility rule", "fits_in_memory": "exceeds HBM"}
+
+
+class Validator:
+    """Evaluates validation points on one compiled library (cached in-process)."""
+
+    def __init__(self, lib: Library | None = None):
+        self.lib = lib or load_library()
+        self.model = Model(self.lib)
+
+    def scenario(self, p: Point, extra: dict | None = None):
+        values = dict(p.values)
+        values.update(extra or {})
+        return compose(p.id, p.file, p.use, values, near=p.near or validation_dir(),
+                       default_source=p.source, line=p.line, doc=p.description)
+
+    def unit_scale(self, node: str, unit: str, p: Point) -> float:
+        return convert_value(f"1 {unit}", self.lib.item(node).dim, file=p.file, line=p.line,
+                             node=p.id)
+
+    def evaluate_point(self, p: Point, overrides: dict | None = None) -> list[Row]:
+        """Rows of one supported point; ``overrides`` (encoded values) apply on top (for --fit)."""
+        rows = [Row(p, e) for e in p.expects]
+        groups: dict[str, list[Row]] = {}
+        for r in rows:
+            groups.setdefault(json.dumps(r.expect.values, sort_keys=True, default=str), []).append(r)
+        for group in groups.values():
+            try:
+                for r in group:
+                    if r.expect.node not in self.lib:
+                        raise UnknownNameError(f"`expect` names unknown node `{r.expect.node}`"
+                                               + suggest(str(r.expect.node), self.lib.names()),
+                                               file=p.file, line=p.line, node=p.id)
+                sc = self.scenario(p, group[0].expect.values)
+                values = resolve(sc, self.model)
+                values.update(overrides or {})
+                checks = [c for c in CHECKS if p.category == "training" and c in self.lib]
+                outs = sorted({r.expect.node for r in group} | ({"n_gpus"} if p.gpus else set())
+                              | set(checks))
+                res = self.model.evaluate(values, outputs=outs)
+                flags = [CHECKS[c] for c in checks if not res.scalar(c)]
+                if p.gpus and res.scalar("n_gpus") != p.gpus:
+                    raise ScenarioError(f"tp x pp x dp x cp = {res.scalar('n_gpus'):g} GPUs, but "
+                                        f"the source ran on {p.gpus}", file=p.file, line=p.line,
+                                        node=p.id)
+                for r in group:
+                    scale = self.unit_scale(r.expect.node, r.expect.unit, p)
+                    measured = convert_value(f"{r.expect.value} {r.expect.unit}",
+                                             self.lib.item(r.expect.node).dim, file=p.file,
+                                             line=p.line, node=p.id)
+                    pred = res.scalar(r.expect.node)
+                    r.predicted, r.measured = pred / scale, measured / scale
+                    r.error = pred / measured - 1 if measured else None
+                    r.flags = flags
+                    if not measured:
+                        r.problem = "measured value is 0: no relative error (compare another metric)"
+            except FlopsheetError as e:
+                for r in group:
+                    r.problem = e.render()
+        return rows
+
+    def run(self, points: list[Point], overrides: dict | None = None) -> Report:
+        rows, problems = [], []
+        for p in points:
+            if not p.supported:
+                continue
+            for r in self.evaluate_point(p, overrides):
+                rows.append(r)
+                if r.problem:
+                    problems.append((p.id, r.problem))
+        return Report(points, rows, problems)
+
+
+def select(points: list[Point], category: str | None = None, family: str | None = None):
+    out = points
+    if category:
+        out = [p for p in out if p.category == category]
+    if family:
+        fams = {f.strip() for f in family.split(",")}
+        known = {p.family for p in points}
+        for f in fams - known:
+            raise ScenarioError(f"no validation family `{f}`" + suggest(f, known))
+        out = [p for p in out if p.family in fams]
+    return out
+
+
+# ---------------------------------------------------------------------------------- fit
+def _nelder_mead(f, x0, bounds, *, step=0.1, xtol=1e-4, max_evals=300):
+    """Minimise ``f`` from ``x0`` by Nelder-Mead, every trial point clamped into ``bounds``."""
+    lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds], dtype=float)
+    hi = np.array([np.inf if b[1] is None else b[1] for b in bounds], dtype=float)
+    clamp = lambda x: np.minimum(np.maximum(x, lo), hi)  # noqa: E731
+    n = len(x0)
+    simplex = [clamp(np.asarray(x0, dtype=float))]
+    for i in range(n):
+        x = simplex[0].copy()
+        x[i] = x[i] * (1 + step) if x[i] else step
+        if x[i] > hi[i]:  # at the upper bound: step down instead
+            x[i] = simplex[0][i] * (1 - step)
+        simplex.append(clamp(x))
+    values = [f(x) for x in simplex]
+    evals = n + 1
+    while evals < max_evals:
+        order = np.argsort(values)
+        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+        if max(np.max(np.abs(x - simplex[0])) for x in simplex[1:]) < xtol:
+            break
+        centroid = np.mean(simplex[:-1], axis=0)
+        xr = clamp(centroid + (centroid - simplex[-1]))
+        fr = f(xr)
+        evals += 1
+        if fr < values[0]:
+            xe = clamp(centroid + 2 * (centroid - simplex[-1]))
+            fe = f(xe)
+            evals += 1
+            simplex[-1], values[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = xr, fr
+        else:
+            xc = clamp(centroid + 0.5 * (simplex[-1] - centroid))
+            fc = f(xc)
+            evals += 1
+            if fc < values[-1]:
+                simplex[-1], values[-1] = xc, fc
+            else:  # shrink towards the best point
+                simplex = [simplex[0]] + [clamp(simplex[0] + 0.5 * (x - simplex[0]))
+                                          for x in simplex[1:]]
+                values = [values[0]] + [f(x) for x in simplex[1:]]
+                evals += n
+    best = int(np.argmin(values))
+    return simplex[best], values[best]
+
+
+def fit(validator: Validator, points: list[Point], names: list[str], on: str) -> dict:
+    """Fit global calibration inputs on the families (or point ids) ``on``; report the fitted
+    values and the error on the fit set and on the rest of ``points``.
+
+    Minimises the mean squared log error of the counted rows of the fit set (Nelder-Mead within
+    the inputs' bounds). Nothing is written back to the templates: the shipped constants stay
+    what their sources say.
+    """
+    lib = validator.lib
+    for n in names:
+        if n not in lib.inputs or lib.inputs[n].is_choice:
+            raise UnknownNameError(f"--fit: `{n}` is not a numeric input"
+                                   + suggest(n, lib.inputs))
+    fams = {f.strip() for f in on.split(",")}
+    train = [p for p in points if p.supported and (p.family in fams or p.id in fams)]
+    rest = [p for p in points if p.supported and p not in train]
+    if not train:
+        raise ScenarioError(f"--on `{on}` selects no supported point (families: "
+                            f"{', '.join(sorted({p.family for p in points}))})")
+    start = np.array([float(lib.inputs[n].default) for n in names])
+
+    def loss(x):
+        rep = validator.run(train, dict(zip(names, map(float, x))))
+        errs = [math.log1p(r.error) for r in rep.rows
+                if r.expect.counted and r.error is not None and r.error > -1]
+        return float(np.mean(np.square(errs))) if errs else float("inf")
+
+    best, _ = _nelder_mead(loss, start, [tuple(lib.inputs[n].bounds) for n in names])
+    fitted = dict(zip(names, map(float, best)))
+    before = validator.run(train + rest)
+    after = validator.run(train + rest, fitted)
+    part = lambda rep, pts: Report(pts, [r for r in rep.rows if r.point in pts], [])  # noqa: E731
+    return {"names": names, "start": dict(zip(names, map(float, start))), "fitted": fitted,
+            "fit_on": sorted(fams), "fit_points": len(train), "rest_points": len(rest),
+            "fit_before": part(before, train).stats(), "fit_after": part(after, train).stats(),
+            "rest_before": part(before, rest).stats(), "rest_after": part(after, rest).stats()}
