@@ -19,6 +19,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = ""):
                                dir=path.parent)
     os.close(fd)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
         yield Path(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -38,6 +39,12 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:

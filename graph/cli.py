@@ -117,6 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     # --- end Excel exports ---
     from .exports.cli_plots import register as _register_plots  # plots (issue 15)
     _register_plots(sub, run_parser=r, sensitivity_parser=s, common=common)
+    from .exports.cli_report import register as _register_report  # HTML audit report
+    _register_report(sub, common=common)
     return p
 
 

@@ -120,8 +120,8 @@ def sensitivity_mismatches(lib, model, result, rows) -> list:
             name, v = r[0], r[4 + j]
             seen.add(name)
             want = g.elasticities.get(name)
-            if want is None:
-                if v not in (None, ""):
+            if want is None:  # only reaches the output through an overridden node:
+                if v not in (None, "", 0.0):  # blank, or (output 0) its derivative, 0
                     bad.append((o, name, v, None))
                 continue
             checked += 1
@@ -343,7 +343,7 @@ def test_number_formats_follow_units_and_names_fit(lib, exported):
         longest = max((len(str(c.value)) for c in ws["A"][1:] if c.value), default=0)
         assert ws.column_dimensions["A"].width >= longest, ws.title
         assert ws.page_setup.fitToWidth == 1 and ws.sheet_properties.pageSetUpPr.fitToPage
-        assert ws.print_title_rows == "$1:$2", ws.title
+        assert ws.max_row <= 2 or ws.print_title_rows == "$1:$2", ws.title
     # a chart sheet with the step-time breakdown
     charts = wb["Charts"]
     assert charts._charts and charts["A3"].value.startswith("step_time")
