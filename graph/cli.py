@@ -119,6 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     _register_plots(sub, run_parser=r, sensitivity_parser=s, common=common)
     from .exports.cli_report import register as _register_report  # HTML audit report
     _register_report(sub, common=common)
+    from .exports.cli_docs import register as _register_docs  # formula reference
+    _register_docs(sub, common=common)
     return p
 
 
@@ -339,7 +341,8 @@ def cmd_list(args) -> int:
 
 def cmd_check(args) -> int:
     lib = load_library(args.formulas)  # parse, names, units, cycles: errors raise here
-    bundled = args.formulas is None
+    from .libsource import BUNDLED
+    bundled = args.formulas is None or BUNDLED in args.formulas  # the bundled library is in
     reported = _reported_names() if bundled else set()
     problems, warnings = lint(lib, reported)
     if bundled:
