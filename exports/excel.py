@@ -444,6 +444,15 @@ class _Writer:
     def display_cells(self, ws, row, col, name, item):
         """The value in the unit people read (declared display unit, else by magnitude)."""
         v = self.result[name]
+        labels = getattr(item, "labels", None)
+        if labels and sorted(labels) == list(range(len(labels))):  # codes 0..n-1: their names
+            texts = [labels[k] for k in range(len(labels))]
+            code = int(float(np.asarray(v)))
+            quoted = ",".join('"' + t.replace('"', '""') + '"' for t in texts)
+            self.formula(ws, row, col, f"CHOOSE({name}+1,{quoted})",
+                         texts[code] if 0 <= code < len(texts) else "#VALUE!")
+            put_text(ws, row, col + 1, "name")
+            return
         sh = numfmt.shown(item, v)
         if sh is None:
             return

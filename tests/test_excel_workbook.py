@@ -344,6 +344,11 @@ def test_number_formats_follow_units_and_names_fit(lib, exported):
         assert ws.column_dimensions["A"].width >= longest, ws.title
         assert ws.page_setup.fitToWidth == 1 and ws.sheet_properties.pageSetUpPr.fitToPage
         assert ws.max_row <= 2 or ws.print_title_rows == "$1:$2", ws.title
+    # index nodes show their labels beside the code (a live CHOOSE, cached)
+    outputs = load_workbook(info.path, data_only=True)[OUTPUTS]
+    shown = {r[0]: r[3] for r in outputs.iter_rows(min_row=3, values_only=True) if r[0]}
+    assert shown["tp_allreduce_auto_algorithm"] == "ring"
+    assert shown["dp_allreduce_auto_algorithm"] == "tree"
     # a chart sheet with the step-time breakdown
     charts = wb["Charts"]
     assert charts._charts and charts["A3"].value.startswith("step_time")
