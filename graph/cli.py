@@ -260,6 +260,7 @@ def cmd_sensitivity(args) -> int:
     res = model.evaluate(values)
     sens = Differentiator(model).gradient(res, args.of)
     ranked = impacts(lib, res, sens)
+    out_item = lib.item(args.of)
     rows = ranked[: args.top] if args.top else ranked
     if getattr(args, "plot", None):
         from .exports.cli_plots import sensitivity_plot
@@ -275,10 +276,10 @@ def cmd_sensitivity(args) -> int:
                      "derivatives": {i.name: i.derivative for i in rows},
                      "nonsmooth": sens.nonsmooth})
         return 0
-    out_item = lib.item(args.of)
     body = []
     for i in rows:
-        eff = show(lib, args.of, i.effect)
+        eff = (f"{i.effect * 100:.2f} pp" if out_item.display == "%"  # percentage points
+               else show(lib, args.of, i.effect))
         rel = f" ({i.relative * 100:+.2f} %)" if i.relative is not None else ""
         body.append([i.name, show(lib, i.name, i.value), "±" + show(lib, i.name, i.change),
                      ("+" if i.effect >= 0 else "") + eff + rel,
@@ -306,7 +307,9 @@ def cmd_sensitivity(args) -> int:
 
 def _per_unit(lib, out, inp) -> str:
     o, i = dim_str(lib.item(out).dim), dim_str(lib.item(inp).dim)
-    return o if i == "1" else f"{o} per {i}"
+    if i == "1":
+        return "" if o == "1" else o
+    return f"per {i}" if o == "1" else f"{o} per {i}"
 
 
 def cmd_list(args) -> int:
