@@ -359,6 +359,22 @@ def test_number_formats_follow_units_and_names_fit(lib, exported):
     assert math.isclose(total, float(info.result["step_time"]), rel_tol=1e-12)
 
 
+def test_workbook_prints_on_a_few_pages_per_sheet(lo, exported, tmp_path):
+    """Printed (LibreOffice PDF export, print setup as saved): fit to the page width, so a
+    sheet takes a page or two, not hundreds."""
+    from openpyxl import load_workbook
+    from flopsheet.exports.recalc import find_soffice
+    info = exported
+    profile = tmp_path / "profile"
+    subprocess.run([find_soffice(), f"-env:UserInstallation={profile.as_uri()}", "--headless",
+                    "--convert-to", "pdf", "--outdir", str(tmp_path), str(info.path)],
+                   capture_output=True, timeout=600, check=True)
+    pdf = (tmp_path / info.path.with_suffix(".pdf").name).read_bytes()
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
+    visible = [ws for ws in load_workbook(info.path).worksheets if ws.sheet_state == "visible"]
+    assert len(visible) <= pages <= 2 * len(visible), (pages, len(visible))
+
+
 def test_import_keeps_use_sources_and_units(lib, model, exported, tmp_path):
     import yaml
     from openpyxl import load_workbook
