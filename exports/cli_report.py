@@ -5,7 +5,10 @@ from __future__ import annotations
 import sys
 
 
-def register(sub, *, common) -> None:
+def register(sub, *, common, run_parser=None) -> None:
+    if run_parser is not None:
+        run_parser.add_argument("--html", metavar="F", help="also write the HTML audit report "
+                                "of the scenario to F")
     r = sub.add_parser("report", help="write a self-contained HTML audit report of a scenario")
     r.add_argument("scenario", nargs="?", default=None)
     r.add_argument("-o", "--output", metavar="F", help="the .html to write (default: "
@@ -29,7 +32,7 @@ def cmd_report(args) -> int:
 
     lib = load_library(args.formulas)
     model = Model(lib)
-    sc, _ = scenario_from_args(args, lib, DEFAULT_SCENARIO)
+    sc, measured = scenario_from_args(args, lib, DEFAULT_SCENARIO)
     values = resolve(sc, model)
     for k, v in values.items():
         if np.ndim(v):
@@ -37,9 +40,21 @@ def cmd_report(args) -> int:
                                  f"{k}=VALUE", node=k)
     outs = _outputs(args, lib, sc)
     path = write_report(args.output or f"{sc.name}.html", lib, model, sc, values, outs,
-                        plots=not args.no_plots)
+                        plots=not args.no_plots, measured=measured)
     print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)", file=sys.stderr)
     return 0
 
 
-__all__ = ["register", "cmd_report"]
+def run_html(args, lib, model, sc, values, outs) -> None:
+    """The ``run --html F`` hook."""
+    import numpy as np
+    from flopsheet.errors import FlopsheetError
+    from .report import write_report
+    if any(np.ndim(v) for v in values.values()):
+        raise FlopsheetError("--html: a report shows one configuration (no a,b,c lists in --set)")
+    path = write_report(args.html, lib, model, sc, values, outs,
+                        measured=getattr(args, "measured", None) or [])
+    print(f"wrote {path}", file=sys.stderr)
+
+
+__all__ = ["register", "cmd_report", "run_html"]

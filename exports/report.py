@@ -82,7 +82,8 @@ def warnings_for(lib, model, res, sc, scope: Iterable[str]) -> list[str]:
     return out
 
 
-def render(lib, model, sc, values, outputs: list[str], *, plots: bool = True) -> str:
+def render(lib, model, sc, values, outputs: list[str], *, plots: bool = True,
+           measured=()) -> str:
     """The page as text."""
     res = model.evaluate(values)
     choices = {n: i.choices for n, i in lib.inputs.items() if i.is_choice}
@@ -123,6 +124,13 @@ def render(lib, model, sc, values, outputs: list[str], *, plots: bool = True) ->
                      f"</td><td>{_e(lib.item(o).doc)}</td></tr>")
     parts.append("</table>")
 
+    if measured:
+        from flopsheet.cli_scenario import measured_rows
+        parts.append("<h2 id=\"measured\">Published measurement</h2><table><tr><th>metric</th>"
+                     "<th>predicted</th><th>measured</th><th>error</th><th>tolerance</th></tr>")
+        for row in measured_rows(list(measured), lib, res):
+            parts.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>")
+        parts.append(f"</table><p class=\"meta\">source: {_e(measured[0].source)}</p>")
     if plots:
         parts += _plots(lib, res, values, outputs)
 
@@ -187,9 +195,13 @@ def _plots(lib, res, values, outputs) -> list[str]:
     return out
 
 
-def write_report(path, lib, model, sc, values, outputs: list[str], *, plots: bool = True) -> Path:
-    """Render and write the page atomically; returns the path."""
-    return write_text(path, render(lib, model, sc, values, outputs, plots=plots))
+def write_report(path, lib, model, sc, values, outputs: list[str], *, plots: bool = True,
+                 measured=()) -> Path:
+    """Render and write the page atomically; returns the path. ``measured``: published
+    measurements of a validation point (:mod:`flopsheet.cli_scenario`), shown beside the
+    prediction."""
+    return write_text(path, render(lib, model, sc, values, outputs, plots=plots,
+                                   measured=measured))
 
 
 __all__ = ["render", "write_report", "warnings_for"]

@@ -118,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     from .exports.cli_plots import register as _register_plots  # plots (issue 15)
     _register_plots(sub, run_parser=r, sensitivity_parser=s, common=common)
     from .exports.cli_report import register as _register_report  # HTML audit report
-    _register_report(sub, common=common)
+    _register_report(sub, common=common, run_parser=r)
     from .exports.cli_docs import register as _register_docs  # formula reference
     _register_docs(sub, common=common)
     return p
@@ -175,6 +175,9 @@ def cmd_run(args) -> int:
     if getattr(args, "xlsx", None):  # --- Excel export (issue 3) ---
         from .exports.cli_excel import run_xlsx
         run_xlsx(args, lib, model, sc, values, outputs=outs)
+    if getattr(args, "html", None):
+        from .exports.cli_report import run_html
+        run_html(args, lib, model, sc, values, outs)
     if getattr(args, "plot", None):
         from .exports.cli_plots import run_plot
         run_plot(args, lib, model, sc, values, res)

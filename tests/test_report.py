@@ -124,3 +124,15 @@ def test_hostile_text_is_escaped(tmp_path):
     assert console == []
     assert "<script>console.error('pwned')</script> clock & <b>bold</b>" in \
         dom.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def test_validation_point_report_shows_the_measurement(tmp_path, capsys):
+    out = tmp_path / "v.html"
+    assert main(["report", "validation:train-korthikanti-22b-selective-sp", "--no-plots",
+                 "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "Published measurement" in page
+    assert "<td>iteration_time</td><td>1.02 s</td><td>1.1 s</td><td>-7.3 %</td>" in page
+    run_html = tmp_path / "r.html"
+    assert main(["run", "--outputs", "mfu", "--html", str(run_html)]) == 0
+    assert "<a href=\"#n-mfu\"><code>mfu</code></a>" in run_html.read_text()
