@@ -34,7 +34,11 @@ class Plot:
 
 
 def _plt():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        from flopsheet.errors import FlopsheetError
+        raise FlopsheetError("plots need matplotlib: pip install 'flopsheet[plots]'") from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     return plt
