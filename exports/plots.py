@@ -167,13 +167,15 @@ def pareto_plot(x: Sequence[float], y: Sequence[float], path, *, xlabel: str = "
 
 
 def tornado(names: Sequence[str], low: Sequence[float], high: Sequence[float], path, *,
-            base: float = 0.0, unit: str = "", title: str = "", factor: float = 1.0) -> Plot:
+            base: float = 0.0, unit: str = "", title: str = "", factor: float = 1.0,
+            ticks: Sequence[str] | None = None) -> Plot:
     """Horizontal bars from the output at each input's low value to its high value, widest
-    on top, around the base value."""
+    on top, around the base value (``ticks``: axis labels, default the names)."""
     plt = _plt()
     lo, hi = _arr(low) / factor, _arr(high) / factor
     b = base / factor
     order = np.argsort(-np.abs(hi - lo), kind="stable")
+    shown = [str((ticks or names)[i]) for i in order]
     names = [str(names[i]) for i in order]
     lo, hi = lo[order], hi[order]
     fig, ax = plt.subplots(figsize=(7.5, 0.35 * len(names) + 1.5))
@@ -181,7 +183,7 @@ def tornado(names: Sequence[str], low: Sequence[float], high: Sequence[float], p
     ax.barh(yy, lo - b, left=b, color="C0", label="input lower")
     ax.barh(yy, hi - b, left=b, color="C1", label="input higher")
     ax.axvline(b, color="black", linewidth=1)
-    ax.set_yticks(yy, names)
+    ax.set_yticks(yy, shown)
     ax.set_xlabel(unit)
     ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right")
@@ -342,13 +344,15 @@ def roofline_from_result(lib, res, path, *, peak: str = "peak_flops_per_gpu",
 def tornado_from_impacts(lib, out: str, value: float, ranked, path, top: int = 15) -> Plot:
     """Tornado of the first-order output at each input's value -/+ its typical change
     (:mod:`flopsheet.impact`)."""
+    from flopsheet.audit import show
     from flopsheet.fmt import pick_unit
     rows = [i for i in ranked if math.isfinite(i.effect)][:top]
     item = lib.item(out)
     unit, factor = pick_unit(value, item.dim, item.display)
     p = tornado([i.name for i in rows], [value - i.effect for i in rows],
                 [value + i.effect for i in rows], path, base=value, unit=unit or item.unit,
-                factor=factor, title=f"{out}: effect of a typical change of each input")
+                factor=factor, title=f"{out}: effect of a typical change of each input",
+                ticks=[f"{i.name} ±{show(lib, i.name, i.change)}" for i in rows])
     p.data["effect"] = [i.effect / factor for i in rows]
     return p
 

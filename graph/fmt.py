@@ -75,6 +75,8 @@ def pick_unit(x: float, dim, display: str | None = None) -> tuple[str, float]:
                 return name, factor
     if base == "USD":
         return "USD", 1.0
+    if base in ("byte", "token", "FLOP") and ax < 1:  # counted things: 0.2 B, not 200 mB
+        return unit_name(dim), 1.0
     name = unit_name(dim)
     if base.startswith("1/") or name == "1":
         return name, 1.0
