@@ -90,9 +90,13 @@ def cmd_import_xlsx(args) -> int:
         print(f"warning: {w}", file=sys.stderr)
     text = imp.yaml()
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output} ({len(imp.values)} values, {len(imp.overrides)} overridden "
-              f"nodes); run it with: flopsheet run {args.output}", file=sys.stderr)
+        from .atomic import write_text
+        write_text(args.output, text)
+        what = (f"based on {imp.based_on}, {len(imp.changed)} changed: "
+                f"{', '.join(imp.changed) or 'nothing'}" if imp.base is not None else
+                f"{len(imp.values)} values, {len(imp.overrides)} overridden nodes")
+        print(f"wrote {args.output} ({what}); run it with: flopsheet run {args.output}",
+              file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

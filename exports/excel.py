@@ -54,13 +54,17 @@ from flopsheet.library import Library
 from flopsheet.parser import symbol
 from flopsheet.scenario import Scenario, resolve
 
+from . import numfmt
+from .atomic import atomic_path
 from .printer import ExcelPrintError, check_choices, number, print_sympy, print_tree
+from .xlsx_cache import add_cached_values
 
 #: Sheet names the exporter uses itself (formula sheets never take them).
 OUTPUTS, INPUTS, SENSITIVITY, PARTIALS, ADJOINTS, ABOUT = (
     "Outputs", "Inputs", "Sensitivity", "Partials", "Adjoints", "About")
-LISTS = "Lists"
-RESERVED_SHEETS = {OUTPUTS, INPUTS, SENSITIVITY, PARTIALS, ADJOINTS, ABOUT, LISTS, "History"}
+LISTS, CHARTS = "Lists", "Charts"
+RESERVED_SHEETS = {OUTPUTS, INPUTS, SENSITIVITY, PARTIALS, ADJOINTS, ABOUT, LISTS, CHARTS,
+                   "History"}
 
 #: The Sensitivity sheet covers at most this many outputs (the first of the Outputs sheet).
 MAX_SENSITIVITY_OUTPUTS = 40
@@ -98,6 +102,7 @@ class ExportInfo:
     formulas: int = 0
     snapshots: list[str] = field(default_factory=list)  # derivatives written as numbers
     near_ties: dict[str, str] = field(default_factory=dict)  # node -> why (see near_ties)
+    cached: dict[tuple[str, str], Any] = field(default_factory=dict)  # (sheet, cell) -> value
 
 
 # --------------------------------------------------------------------- helpers
@@ -200,6 +205,31 @@ def _display(item) -> tuple[str, float] | None:
         return None
     _, factor = units.parse_unit(item.display)
     return item.display, float(factor)
+
+
+def _cached(value):
+    """A cell's cached value as the writer stores it (numbers, bools, text, error codes)."""
+    if isinstance(value, str):
+        return value
+    a = np.asarray(value)
+    return bool(a) if a.dtype == bool else float(a)
+
+
+def _per(lib: Library, out: str, inp: str) -> str:
+    o, i = units.dim_str(lib.item(out).dim), units.dim_str(lib.item(inp).dim)
+    return o if i == "1" else f"{o} per {i}"
+
+
+_DIFFS: "weakref.WeakKeyDictionary[Model, Any]" = weakref.WeakKeyDictionary()
+
+
+def _differentiator(model: Model):
+    """One Differentiator per model, so repeated exports reuse its compiled partials."""
+    from flopsheet.sensitivity import Differentiator
+    d = _DIFFS.get(model)
+    if d is None:
+        d = _DIFFS[model] = Differentiator(model)
+    return d
 
 
 def default_date() -> str:
@@ -345,15 +375,26 @@ def export_workbook(path: str | os.PathLike, lib: Library, sc: Scenario | None =
         sens_outs = sens_outs[:MAX_SENSITIVITY_OUTPUTS]
         if sens_outs:
             w.sensitivity(sens_outs)
+    from .xlsx_charts import charts_sheet
+    charts_sheet(w, outs)
     w.about(outs, sens_outs, date or default_date())
+    from .xlsx_layout import fit_columns, print_setup
+    for ws in wb.worksheets:
+        fit_columns(ws)
+        print_setup(ws)
     wb.active = 0
-    wb.calculation.fullCalcOnLoad = True
+    wb.calculation.fullCalcOnLoad = True  # Excel/LibreOffice recompute; viewers use the cache
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    wb.save(path)
+    with atomic_path(path, suffix=".xlsx") as tmp:
+        raw = tmp.with_name(tmp.name + ".raw")
+        try:
+            wb.save(raw)
+            add_cached_values(raw, tmp, w.cached)
+        finally:
+            raw.unlink(missing_ok=True)
     return ExportInfo(path=path, sheets=list(wb.sheetnames), cells=w.cells, result=result,
                       outputs=outs, sensitivity_outputs=sens_outs, formulas=w.n_formulas,
-                      snapshots=w.snapshots, near_ties=ties)
+                      snapshots=w.snapshots, near_ties=ties, cached=w.cached)
 
 
 class _Writer:
@@ -371,6 +412,7 @@ class _Writer:
         self.snap_fill = PatternFill("solid", fgColor="FCE4D6")
         self.outputs_sheet = None
         self.ties: dict[str, str] = {}
+        self.cached: dict[tuple[str, str], Any] = {}  # Python's value of every formula cell
 
     # ------------------------------------------------------------- plumbing
     def name(self, ws, name: str, coord: str) -> None:
@@ -378,9 +420,12 @@ class _Writer:
         self.wb.defined_names[name] = DefinedName(name, attr_text=_ref(ws.title, coord))
         self.cells[name] = (ws.title, coord)
 
-    def formula(self, ws, row, col, text, **style):
+    def formula(self, ws, row, col, text, value, **style):
+        """A live formula whose cached value is ``value`` (Python's, see xlsx_cache)."""
         self.n_formulas += 1
-        return put_formula(ws, row, col, text, **style)
+        c = put_formula(ws, row, col, text, **style)
+        self.cached[(ws.title, c.coordinate)] = _cached(value)
+        return c
 
     def table(self, ws, title: str, doc: str, headers: list[str], widths: list[int]):
         put_text(ws, 1, 1, title, font=self.title_font)
@@ -397,13 +442,23 @@ class _Writer:
         ws.auto_filter.ref = f"A2:{get_column_letter(ncols)}{max(last_row, 2)}"
 
     def display_cells(self, ws, row, col, name, item):
-        disp = _display(item)
-        if disp is None or (name in self.lib.nodes and self.lib.nodes[name].is_bool):
+        """The value in the unit people read (declared display unit, else by magnitude)."""
+        v = self.result[name]
+        labels = getattr(item, "labels", None)
+        if labels and sorted(labels) == list(range(len(labels))):  # codes 0..n-1: their names
+            texts = [labels[k] for k in range(len(labels))]
+            code = int(float(np.asarray(v)))
+            quoted = ",".join('"' + t.replace('"', '""') + '"' for t in texts)
+            self.formula(ws, row, col, f"CHOOSE({name}+1,{quoted})",
+                         texts[code] if 0 <= code < len(texts) else "#VALUE!")
+            put_text(ws, row, col + 1, "name")
             return
-        unit, factor = disp
+        sh = numfmt.shown(item, v)
+        if sh is None:
+            return
+        unit, factor, fmt = sh
         self.formula(ws, row, col, f"{name}/{number(factor)}" if factor != 1 else name,
-                     fmt=number_format(float(np.asarray(self.result[name])) / factor,
-                                       units.DIMENSIONLESS))
+                     float(np.asarray(v)) / factor, fmt=fmt)
         put_text(ws, row, col + 1, unit)
 
     # --------------------------------------------------------------- Inputs
@@ -436,7 +491,7 @@ class _Writer:
                     allowed = " | ".join(inp.choices)
                 else:
                     v = res[n]
-                    put_number(ws, row, 2, v, named="Input", fmt=number_format(v, inp.dim))
+                    put_number(ws, row, 2, v, named="Input", fmt=numfmt.value_format(inp, v))
                     allowed = self.bounds_text(inp)
                     dv = self.bounds_validation(inp)
                     if dv is not None:
@@ -523,7 +578,7 @@ class _Writer:
             put_text(ws, row, 1, n, bold=True)
             coord = f"B{row}"
             v = res[n]
-            fmt = number_format(v, node.dim)
+            fmt = numfmt.value_format(node, v)
             if n in res.overridden:
                 try:
                     replaced = "=" + print_tree(node.parsed.tree, choices=self.choices, node=n,
@@ -538,7 +593,7 @@ class _Writer:
             else:
                 text = print_tree(node.parsed.tree, choices=self.choices, node=n,
                                   file=node.file, line=node.line)
-                c = self.formula(ws, row, 2, text, named="Calculation", fmt=fmt)
+                c = self.formula(ws, row, 2, text, v, named="Calculation", fmt=fmt)
                 put_text(ws, row, 7, "formula")
                 if n in self.ties:
                     c.comment = Comment(
@@ -571,8 +626,10 @@ class _Writer:
         for n in outs:
             item = lib.item(n)
             put_text(ws, row, 1, n, bold=True)
-            fmt = number_format(res[n], item.dim)
-            self.formula(ws, row, 2, n, named="Output", fmt=fmt)
+            fmt = numfmt.value_format(item, res[n])
+            shown_v = (item.choices[int(np.asarray(res[n]))]
+                       if getattr(item, "is_choice", False) else res[n])
+            self.formula(ws, row, 2, n, shown_v, named="Output", fmt=fmt)
             put_text(ws, row, 3, "choice" if getattr(item, "is_choice", False) else item.unit)
             self.display_cells(ws, row, 4, n, item)
             note = " (overridden by the scenario)" if n in res.overridden else ""
@@ -589,7 +646,7 @@ class _Writer:
         from flopsheet.sensitivity import Differentiator, partial_expr
 
         lib, res = self.lib, self.result
-        diff = Differentiator(self.model)
+        diff = _differentiator(self.model)  # partials compiled once per model
         choice = set(self.choices)
         pinned = {n for n, i in lib.inputs.items()
                   if i.bounds[0] is not None and i.bounds[0] == i.bounds[1]}
@@ -611,6 +668,7 @@ class _Writer:
                    ["node", "with respect to", "partial derivative", "as sympy"],
                    [30, 30, 24, 80])
         edge_row: dict[tuple[str, str], int] = {}
+        pval: dict[tuple[str, str], float] = {}  # Python's value of each partial
         row = FIRST_ROW
         for n in lib.order:
             if n not in union or n in res.overridden or lib.nodes[n].is_bool:
@@ -633,21 +691,22 @@ class _Writer:
                     continue
                 put_text(wp, row, 1, n)
                 put_text(wp, row, 2, d)
+                args = [res[x] for x in node.deps]
+                try:
+                    with np.errstate(all="ignore"):
+                        val = float(np.asarray(diff.partial(n, d)(*args)))
+                except Exception:  # noqa: BLE001 - not even Python can evaluate it
+                    val = None
+                pval[(n, d)] = val if val is not None and math.isfinite(val) else math.nan
                 if isinstance(text, str):
-                    self.formula(wp, row, 3, text, fmt="General")
+                    self.formula(wp, row, 3, text, pval[(n, d)], fmt=numfmt.GENERAL)
                 else:
                     e = text
-                    args = [res[x] for x in node.deps]
-                    try:
-                        with np.errstate(all="ignore"):
-                            val = float(diff.partial(n, d)(*args))
-                    except Exception:  # noqa: BLE001 - not even Python can evaluate it
-                        val = None
                     if val is not None and math.isfinite(val):
                         c = put_number(wp, row, 3, val, fill=self.snap_fill)
                         why = "Snapshot at export, not a live formula"
                     else:
-                        c = self.formula(wp, row, 3, "NA()", fill=self.snap_fill)
+                        c = self.formula(wp, row, 3, "NA()", "#N/A", fill=self.snap_fill)
                         why = "Not available"
                     c.comment = Comment(f"{why}: {e.detail}", "flopsheet")
                     self.snapshots.append(f"d {n} / d {d} ({why.lower()})")
@@ -671,6 +730,7 @@ class _Writer:
         for (n, d) in edge_row:
             if d in users:
                 users[d].append(n)
+        adj: dict[str, dict[str, float]] = {o: {} for o in outs}  # Python's accumulation
         for n in rows_names:
             r = arow[n]
             put_text(wa, r, 1, n)
@@ -682,41 +742,56 @@ class _Writer:
                     continue
                 if n == o:
                     put_number(wa, r, col, 1, fmt="General")
+                    adj[o][n] = 1.0
                     continue
-                terms = [f"{cols[o]}{arow[u]}*{PARTIALS}!$C${edge_row[(u, n)]}"
-                         for u in users[n] if u in scopes[o]]
+                used = [u for u in users[n] if u in scopes[o]]
+                terms = [f"{cols[o]}{arow[u]}*{PARTIALS}!$C${edge_row[(u, n)]}" for u in used]
+                adj[o][n] = sum(adj[o].get(u, 0.0) * pval[(u, n)] for u in used)
                 if terms:
-                    self.formula(wa, r, col, "+".join(terms), fmt="General")
+                    self.formula(wa, r, col, "+".join(terms), adj[o][n], fmt="General")
                 else:
                     put_number(wa, r, col, 0, fmt="General")
         self.finish(wa, 2 + len(outs), FIRST_ROW + len(rows_names) - 1, freeze="C3")
 
         # Sensitivity: elasticities, live
         ws = self.wb.create_sheet(SENSITIVITY, index=self.wb.sheetnames.index(PARTIALS))
-        headers = ["input", "value", "unit"] + outs
+        headers = ["input", "value", "unit", "measure"] + outs
         self.table(ws, "Sensitivity", "LIVE formulas, not a snapshot: the elasticity of each "
                    "output (column) with respect to each input (row), the % change of the "
                    "output per 1 % change of the input, (x / y) dy/dx, from exact derivatives "
-                   "chained over the graph (sheets Partials and Adjoints). They follow any edit "
-                   "of the inputs.", headers, [30, 16, 12] + [18] * len(outs))
+                   "chained over the graph (sheets Partials and Adjoints). Where the input or "
+                   "the output is 0 an elasticity does not exist: the cell holds the derivative "
+                   "dy/dx instead (output unit per input unit; the measure column says which). "
+                   "They follow any edit of the inputs.", headers, [30, 16, 12, 12] + [18] * len(outs))
         put_text(ws, FIRST_ROW, 1, "output value", bold=True)
         for j, o in enumerate(outs):
-            self.formula(ws, FIRST_ROW, 4 + j, o, named="Output",
-                         fmt=number_format(res[o], lib.item(o).dim))
+            self.formula(ws, FIRST_ROW, 5 + j, o, res[o], named="Output",
+                         fmt=numfmt.value_format(lib.item(o), res[o]))
         leaves = [n for n in lib.inputs if n in union and n not in choice and n not in pinned]
         leaves += [n for n in lib.order if n in union and n in res.overridden]
         row = FIRST_ROW + 1
         for n in leaves:
             item = lib.item(n)
+            x = float(np.asarray(res[n]))
             put_text(ws, row, 1, n, bold=True)
-            self.formula(ws, row, 2, n, fmt=number_format(res[n], item.dim))
+            self.formula(ws, row, 2, n, x, fmt=numfmt.value_format(item, x))
             put_text(ws, row, 3, item.unit)
+            self.formula(ws, row, 4, f'IF({n}=0,"derivative","elasticity")',
+                         "derivative" if x == 0 else "elasticity")
             for j, o in enumerate(outs):
                 if n not in scopes[o]:
                     continue
-                self.formula(ws, row, 4 + j,
-                             f"IF({o}=0,NA(),{ADJOINTS}!{cols[o]}{arow[n]}*{n}/{o})",
-                             fmt="0.0000")
+                y = float(np.asarray(res[o]))
+                a = adj[o].get(n, 0.0)
+                c = self.formula(ws, row, 5 + j,
+                                 f"IF(OR({o}=0,{n}=0),{ADJOINTS}!{cols[o]}{arow[n]},"
+                                 f"{ADJOINTS}!{cols[o]}{arow[n]}*{n}/{o})",
+                                 a if (y == 0 or x == 0) else a * x / y, fmt="0.0000")
+                if y == 0 or x == 0:
+                    c.number_format = numfmt.ENG
+                    c.comment = Comment(f"d {o} / d {n} in {_per(lib, o, n)}: the "
+                                        f"{'input' if x == 0 else 'output'} is 0, so no "
+                                        "elasticity exists here", "flopsheet")
             row += 1
         last = row - 1
         row += 1
@@ -730,7 +805,7 @@ class _Writer:
         for s in self.snapshots:
             put_text(ws, row, 2, f"derivative not written as a live formula: {s}")
             row += 1
-        self.finish(ws, len(headers), last, freeze="D4")
+        self.finish(ws, len(headers), last, freeze="E4")
 
     # ------------------------------------------------------------------ About
     def about(self, outs, sens_outs, date: str) -> None:

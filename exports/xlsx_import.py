@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from flopsheet.errors import InputValueError, SchemaError
+from flopsheet.errors import FlopsheetError, InputValueError, SchemaError
 from flopsheet.evaluate import Model
 from flopsheet.library import Library
 
@@ -33,7 +33,7 @@ from .printer import ExcelPrintError, print_tree
 
 
 @dataclass
-class Imported:
+class Imported:  # noqa: D101 - documented below
     """A scenario read from a workbook."""
 
     values: dict[str, Any]  # name -> raw value as written to the scenario
@@ -43,8 +43,17 @@ class Imported:
     sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     digest: str = ""
+    doc_head: str = ""
+    based_on: str = ""  # the scenario file the workbook came from, when found
+    base: dict | None = None  # that file with the workbook's changes (xlsx_rebase)
+    changed: list[str] = field(default_factory=list)
 
     def yaml(self) -> str:
+        if self.base is not None:
+            data = dict(self.base)
+            data["doc"] = (f"Edited in workbook {self.doc_head}, exported from {self.based_on}. "
+                           + str(data.get("doc") or "")).strip()
+            return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100000)
         vals: dict[str, Any] = {}
         for k, v in self.values.items():
             src = self.sources.get(k)
@@ -100,6 +109,7 @@ def read_workbook(path: str | Path, lib: Library, model: Model | None = None) ->
     origin_col, source_col = cols.get("from"), cols.get("value source")
 
     values: dict[str, Any] = {}
+    encoded: dict[str, Any] = {}  # every input and override, engine units
     sources: dict[str, str] = {}
     defaults = model.defaults()
     for name, inp in lib.inputs.items():
@@ -121,6 +131,7 @@ def read_workbook(path: str | Path, lib: Library, model: Model | None = None) ->
         if isinstance(raw, str):
             raw = raw.strip()
         enc = model.encode(name, raw, file=where)
+        encoded[name] = enc
         org = ""
         if origin_col and cell.parent is ws_in:
             org = str(ws_in.cell(row=cell.row, column=origin_col).value or "")
@@ -159,7 +170,8 @@ def read_workbook(path: str | Path, lib: Library, model: Model | None = None) ->
             raise InputValueError(f"`{name}` is a condition; its cell "
                                   f"{cell.parent.title}!{cell.coordinate} must keep its formula",
                                   file=shown, node=name)
-        model.encode(name, raw.strip() if isinstance(raw, str) else raw, file=where)
+        encoded[name] = model.encode(name, raw.strip() if isinstance(raw, str) else raw,
+                                     file=where)
         values[name] = _plain(raw.strip() if isinstance(raw, str) else raw)
         overrides.append(name)
 
@@ -175,9 +187,23 @@ def read_workbook(path: str | Path, lib: Library, model: Model | None = None) ->
     scen = about.get("scenario", "")
     doc = about.get("scenario doc", "")
     head = f"Read from workbook {shown}" + (f" (exported from scenario {scen})" if scen else "")
-    return Imported(values=values, overrides=overrides, report=report,
-                    doc=f"{head}. {doc}".strip(), sources=sources, warnings=warnings,
-                    digest=digest)
+    imp = Imported(values=values, overrides=overrides, report=report,
+                   doc=f"{head}. {doc}".strip(), sources=sources, warnings=warnings,
+                   digest=digest, doc_head=shown)
+    from .xlsx_rebase import find_original, rebase
+    original = find_original(about)
+    if original is None:
+        if scen:
+            warnings.append(f"scenario `{scen}` of the workbook was not found; every value is "
+                            f"written out (no `use:`)")
+        return imp
+    try:
+        imp.base, imp.changed = rebase(original, values, overrides, lib, model, encoded)
+        imp.based_on = about.get("scenario file") or str(original)
+    except FlopsheetError as e:
+        warnings.append(f"could not rebase on {original}: {e.render()}; every value is "
+                        f"written out (no `use:`)")
+    return imp
 
 
 def _canon(formula: str) -> str:

@@ -16,7 +16,7 @@ def show(lib: Library, name: str, value) -> str:
     item = lib.item(name)
     if name in lib.inputs and lib.inputs[name].is_choice:
         return lib.inputs[name].choices[int(np.asarray(value))]
-    return format_value(value, item.dim, item.display)
+    return format_value(value, item.dim, item.display, labels=getattr(item, "labels", None))
 
 
 def origin(lib: Library, sc: Scenario | None, name: str) -> str:

@@ -51,13 +51,14 @@ class Job:
 _MODELS: dict[str | None, Any] = {}
 
 
-def model_for(formulas: str | None):
+def model_for(formulas: str | list | None):
     """The compiled model of a formula folder, once per process (workers reuse it)."""
-    m = _MODELS.get(formulas)
+    key = tuple(formulas) if isinstance(formulas, list) else formulas  # --formulas roots
+    m = _MODELS.get(key)
     if m is None:
         from .evaluate import Model
         from .library import load_library
-        m = _MODELS[formulas] = Model(load_library(formulas))
+        m = _MODELS[key] = Model(load_library(formulas))
     return m
 
 

@@ -12,7 +12,10 @@ from . import __version__, units
 from .audit import _plain, explain, render, show
 from .errors import FlopsheetError, UnknownNameError
 from .evaluate import Model
-from .fmt import table
+from .cli_scenario import add_arguments as _scenario_arguments
+from .cli_scenario import default_notes, measured_rows, scenario_from_args
+from .fmt import csv_text, markdown, table
+from .libsource import roots_from_args
 from .library import Library, load_library
 from .names import suggest
 from .scenario import bundled_templates, load_scenario, resolve
@@ -36,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     try:
+        if hasattr(args, "formulas"):  # --formulas adds to the bundled library
+            args.formulas = roots_from_args(args.formulas, getattr(args, "formulas_only", False))
+        if getattr(args, "json", False) and hasattr(args, "format"):
+            args.format = "json"
         return args.func(args) or 0
     except FlopsheetError as e:
         print(f"flopsheet: error: {e.render()}", file=sys.stderr)
@@ -53,17 +60,25 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     def common(sp, scenario=True):
-        sp.add_argument("--formulas", metavar="DIR",
-                        help="formula library folder (default: the bundled formulas)")
+        sp.add_argument("--formulas", action="append", metavar="PATH",
+                        help="a formula file or folder to add to the bundled library "
+                             "(repeatable)")
+        sp.add_argument("--formulas-only", action="store_true",
+                        help="use only the --formulas paths, not the bundled library")
         if scenario:
+            _scenario_arguments(sp)
             sp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                             help="override an input or node (repeatable; `80 GiB` units allowed; "
                                  "a,b,c evaluates each)")
-            sp.add_argument("--json", action="store_true", help="machine-readable output")
+            sp.add_argument("--json", action="store_true", help="machine-readable output "
+                            "(same as --format json)")
+            sp.add_argument("--format", choices=["table", "json", "csv", "markdown"],
+                            default="table", help="output format (default: table)")
 
     r = sub.add_parser("run", help="evaluate a scenario and print its outputs")
-    r.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO,
-                   help=f"scenario name or file (default: {DEFAULT_SCENARIO})")
+    r.add_argument("scenario", nargs="?", default=None,
+                   help=f"scenario name or file, or validation:<point id> (default: "
+                        f"{DEFAULT_SCENARIO}, or only the --use presets)")
     r.add_argument("--outputs", metavar="A,B", help="names to print (default: the scenario's "
                    "report list, else the headline outputs)")
     r.add_argument("--all", action="store_true", help="print every node")
@@ -72,13 +87,13 @@ def _parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("explain", help="show how a value is computed, down to its inputs")
     e.add_argument("name", help="node or input to explain")
-    e.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO)
+    e.add_argument("scenario", nargs="?", default=None)
     e.add_argument("--depth", type=int, default=3, help="levels to expand (0: all; default 3)")
     common(e)
     e.set_defaults(func=cmd_explain)
 
     s = sub.add_parser("sensitivity", help="elasticities of a node w.r.t. every input")
-    s.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO)
+    s.add_argument("scenario", nargs="?", default=None)
     s.add_argument("--of", required=True, metavar="NODE", help="the output to differentiate")
     s.add_argument("--top", type=int, default=15, help="rows to print (default 15; 0: all)")
     common(s)
@@ -103,6 +118,12 @@ def _parser() -> argparse.ArgumentParser:
     # --- end Excel exports ---
     from .cli_explore import register as _register_explore  # issue 14: grids, sweep, search
     _register_explore(sub, run_parser=r, common=common)
+    from .exports.cli_plots import register as _register_plots  # plots (issue 15)
+    _register_plots(sub, run_parser=r, sensitivity_parser=s, common=common)
+    from .exports.cli_report import register as _register_report  # HTML audit report
+    _register_report(sub, common=common, run_parser=r)
+    from .exports.cli_docs import register as _register_docs  # formula reference
+    _register_docs(sub, common=common)
     return p
 
 
@@ -110,9 +131,18 @@ def _parser() -> argparse.ArgumentParser:
 def _setup(args):
     lib = load_library(args.formulas)
     model = Model(lib)
-    sc = load_scenario(args.scenario, args.set)
+    sc, args.measured = scenario_from_args(args, lib, DEFAULT_SCENARIO)
     values = resolve(sc, model)
     return lib, model, sc, values
+
+
+def _emit(fmt: str, headers: list[str], rows: list[list], right=frozenset()) -> None:
+    if fmt == "csv":
+        sys.stdout.write(csv_text(rows, headers))
+    elif fmt == "markdown":
+        print(markdown(rows, headers, right))
+    else:
+        print(table(rows, headers, right))
 
 
 def _print_json(obj) -> None:
@@ -151,13 +181,36 @@ def cmd_run(args) -> int:
     if getattr(args, "xlsx", None):  # --- Excel export (issue 3) ---
         from .exports.cli_excel import run_xlsx
         run_xlsx(args, lib, model, sc, values, outputs=outs)
-    if args.json:
+    if getattr(args, "html", None):
+        from .exports.cli_report import run_html
+        run_html(args, lib, model, sc, values, outs)
+    if getattr(args, "plot", None):
+        from .exports.cli_plots import run_plot
+        run_plot(args, lib, model, sc, values, res)
+    defaults = model.defaults()
+    notes = default_notes(lib, sc, lambda k: show(lib, k, defaults[k]))
+    measured = measured_rows(args.measured, lib, res) if n_cfg == 1 else []
+    if args.format == "json":
         _print_json({"scenario": sc.name, "file": sc.path, "doc": sc.doc, "configs": n_cfg,
                      "presets": sc.chain,
                      "set": {k: v.raw for k, v in sc.values.items() if v.origin == "--set"},
-                     "overridden": sorted(res.overridden),
-                     "outputs": {n: {"value": _plain(res[n]), "unit": lib.item(n).unit}
-                                 for n in outs}})
+                     "overridden": sorted(res.overridden), "notes": notes,
+                     "outputs": {n: {"value": _plain(res[n]), "unit": lib.item(n).unit,
+                                     "shown": show(lib, n, res[n]) if n_cfg == 1 else None}
+                                 for n in outs},
+                     "measured": [dict(zip(["metric", "predicted", "measured", "error",
+                                            "tolerance"], r)) for r in measured]})
+        return 0
+    if args.format in ("csv", "markdown"):
+        if n_cfg == 1:
+            rows = [[n, _plain(res[n]), lib.item(n).unit, show(lib, n, res[n]),
+                     "overridden" if n in res.overridden else ""] for n in outs]
+            headers = ["output", "value", "unit", "shown", "note"]
+        else:
+            headers = ["config"] + outs
+            rows = [[i] + [_plain(np.broadcast_to(res[n], (n_cfg,))[i]) for n in outs]
+                    for i in range(n_cfg)]
+        _emit(args.format, headers, rows, right={1})
         return 0
     print(f"scenario  {sc.name}  ({sc.path})")
     if sc.doc:
@@ -166,6 +219,8 @@ def cmd_run(args) -> int:
     sets = [f"{k}={v.raw}" for k, v in sc.values.items() if v.origin == "--set"]
     if sets:
         print(f"--set     {', '.join(sets)}")
+    for note in notes:
+        print(f"note      {note}")
     print()
     if n_cfg == 1:
         rows = [[n, show(lib, n, res[n]), ("overridden" if n in res.overridden else ""),
@@ -181,6 +236,10 @@ def cmd_run(args) -> int:
         print(table(rows, header, right=set(range(1, len(header)))))
         if n_cfg > 12:
             print(f"({n_cfg - 12} more configurations; use --json for all)")
+    if measured:
+        print("\npublished measurement (validation point; `flopsheet explain NODE` shows why)")
+        print(table(measured, ["metric", "predicted", "measured", "error", "tolerance"],
+                    right={1, 2, 3}))
     return 0
 
 
@@ -196,7 +255,7 @@ def cmd_explain(args) -> int:
     if _n_configs(res, values) != 1:
         raise FlopsheetError("explain takes one configuration (no a,b,c lists in --set)")
     rec = explain(lib, res, sc, args.name, depth=None if args.depth <= 0 else args.depth)
-    if args.json:
+    if args.format == "json":
         _print_json(rec)
     else:
         print(render(rec))
@@ -204,23 +263,49 @@ def cmd_explain(args) -> int:
 
 
 def cmd_sensitivity(args) -> int:
+    from .impact import impacts
     from .sensitivity import Differentiator
     lib, model, sc, values = _setup(args)
     lib.item(args.of)
     res = model.evaluate(values)
     sens = Differentiator(model).gradient(res, args.of)
-    rows = sens.ranked(args.top or None)
-    if args.json:
+    ranked = impacts(lib, res, sens)
+    out_item = lib.item(args.of)
+    rows = ranked[: args.top] if args.top else ranked
+    if getattr(args, "plot", None):
+        from .exports.cli_plots import sensitivity_plot
+        sensitivity_plot(args, lib, res, sens, ranked)
+    if args.format == "json":
         _print_json({"output": args.of, "value": sens.value, "unit": lib.item(args.of).unit,
-                     "elasticities": {n: e for n, e, _ in rows},
-                     "derivatives": {n: d for n, _, d in rows}, "nonsmooth": sens.nonsmooth})
+                     "ranked_by": "|d output / d input| x typical change",
+                     "inputs": [{"name": i.name, "value": i.value, "typical_change": i.change,
+                                 "change_rule": i.why, "effect": i.effect,
+                                 "relative_effect": i.relative, "derivative": i.derivative,
+                                 "elasticity": i.elasticity} for i in rows],
+                     "elasticities": {i.name: sens.elasticities.get(i.name) for i in rows},
+                     "derivatives": {i.name: i.derivative for i in rows},
+                     "nonsmooth": sens.nonsmooth})
         return 0
-    print(f"{args.of} = {show(lib, args.of, sens.value)}  ({sc.name})")
-    print("elasticity: % change of the output per 1 % change of the input\n")
-    body = [[n, f"{e:+.4f}", show(lib, n, res[n]), f"{d:.4g} {_per_unit(lib, args.of, n)}"]
-            for n, e, d in rows]
-    print(table(body, ["input", "elasticity", "value", "derivative"], right={1}))
-    hidden = len(sens.elasticities) - len(rows)
+    body = []
+    for i in rows:
+        eff = (f"{i.effect * 100:.2f} pp" if out_item.display == "%"  # percentage points
+               else show(lib, args.of, i.effect))
+        rel = f" ({i.relative * 100:+.2f} %)" if i.relative is not None else ""
+        body.append([i.name, show(lib, i.name, i.value), "±" + show(lib, i.name, i.change),
+                     ("+" if i.effect >= 0 else "") + eff + rel,
+                     f"{i.elasticity:+.4f}" if i.elasticity is not None else "-",
+                     f"{i.derivative:.4g} {_per_unit(lib, args.of, i.name)}"])
+    headers = ["input", "value", "typical change", f"effect on {args.of}", "elasticity",
+               "derivative"]
+    if args.format in ("csv", "markdown"):
+        _emit(args.format, headers, body, right={3, 4})
+        return 0
+    print(f"{args.of} = {show(lib, args.of, sens.value)}  ({sc.name}; {out_item.unit})")
+    print("ranked by the effect of a typical change of each input (10 % of its value; for a "
+          "zero value 10 % of its range, one step, or 10 % of its default);\nelasticity: % "
+          "change of the output per 1 % change of the input ('-' where the input is 0)\n")
+    print(table(body, headers, right={3, 4}))
+    hidden = len(ranked) - len(rows)
     if hidden > 0:
         print(f"({hidden} more; --top 0 for all)")
     if sens.nonsmooth:
@@ -232,7 +317,9 @@ def cmd_sensitivity(args) -> int:
 
 def _per_unit(lib, out, inp) -> str:
     o, i = dim_str(lib.item(out).dim), dim_str(lib.item(inp).dim)
-    return o if i == "1" else f"{o} per {i}"
+    if i == "1":
+        return "" if o == "1" else o
+    return f"per {i}" if o == "1" else f"{o} per {i}"
 
 
 def cmd_list(args) -> int:
@@ -267,7 +354,8 @@ def cmd_list(args) -> int:
 
 def cmd_check(args) -> int:
     lib = load_library(args.formulas)  # parse, names, units, cycles: errors raise here
-    bundled = args.formulas is None
+    from .libsource import BUNDLED
+    bundled = args.formulas is None or BUNDLED in args.formulas  # the bundled library is in
     reported = _reported_names() if bundled else set()
     problems, warnings = lint(lib, reported)
     if bundled:

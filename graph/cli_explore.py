@@ -41,7 +41,10 @@ def register(sub, *, run_parser, common) -> None:
     s.add_argument("file", help="sweep YAML file")
     s.add_argument("--sort", metavar="NAME", help="sort rows by NAME (-NAME: descending)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--formulas", metavar="DIR", help="formula library folder")
+    s.add_argument("--formulas", action="append", metavar="PATH",
+                   help="formula file or folder added to the bundled library (repeatable)")
+    s.add_argument("--formulas-only", action="store_true",
+                   help="use only the --formulas paths, not the bundled library")
     explore(s)
     s.set_defaults(func=cmd_sweep)
 
@@ -165,16 +168,21 @@ def run_grid(args) -> int:
     from .chunks import model_for
     from .grid import grid_from_sets
     from .runner import execute
-    from .scenario import load_scenario
     from .sweeps import make_job, where_checks
-    from .cli import _outputs
+    from .cli import DEFAULT_SCENARIO, _outputs
+    from .cli_scenario import scenario_from_args
     model = model_for(args.formulas)
-    sc = load_scenario(args.scenario, args.set)
+    sc, _ = scenario_from_args(args, model.lib, DEFAULT_SCENARIO)
     grid, _ = grid_from_sets(sc, zipped=args.zip)
     outs = _outputs(args, model.lib, sc)
     job = make_job(sc, grid, outs, formulas=args.formulas, checks=where_checks(args.where),
                    max_configs=args.max_configs, allow_nodes=args.override_nodes)
     cols = execute(job, dask=args.dask, quiet=args.quiet)
+    if getattr(args, "plot", None):  # one bar per configuration of the grid (issue 15)
+        from .exports.cli_plots import run_plot
+        values = dict(job.base)
+        values.update(grid.columns(0, grid.size))
+        run_plot(args, model.lib, model, sc, values, None)
     mode = "zipped" if args.zip else " x ".join(str(d) for d in grid.shape)
     return _report(args, model.lib, job, cols, sort=args.sort,
                    title=f"scenario  {sc.name}  ({sc.path})\ngrid      {mode}: "

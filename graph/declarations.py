@@ -13,7 +13,7 @@ from .parser import Parsed, parse
 
 FILE_KEYS = {"doc", "inputs", "nodes"}
 INPUT_KEYS = {"unit", "default", "doc", "source", "choices", "bounds", "integer", "display"}
-NODE_KEYS = {"expr", "unit", "doc", "source", "display"}
+NODE_KEYS = {"expr", "unit", "doc", "source", "display", "labels"}
 NODE_REQUIRED = ("expr", "unit", "doc", "source")
 
 
@@ -49,6 +49,7 @@ class Node:
     line: int | None
     _parsed: Parsed | None = None
     display: str | None = None  # unit to show values in, e.g. h for GPU-hours
+    labels: dict[int, str] | None = None  # names of whole-number codes (1: ring, 2: tree)
     # from the disk cache: the formula's text and names, parsed again only when needed
     _text: str | None = None
     _names: list[str] | None = None
@@ -127,7 +128,8 @@ def _read_node(name, body, file, line) -> Node:
     return Node(name=name, expr_text=expr if isinstance(expr, str) else repr(expr), unit=unit,
                 dim=dim, doc=_text(body, "doc", file, line, name),
                 source=_text(body, "source", file, line, name), file=file, line=line,
-                display=_display(body, dim, file, line, name))
+                display=_display(body, dim, file, line, name),
+                labels=_labels(body.get("labels"), dim, file, line, name))
 
 
 def _read_input(name, body, file, line) -> Input:
@@ -175,6 +177,18 @@ def _read_input(name, body, file, line) -> Input:
                 display=_display(body, dim, file, line, name))
     check_value(inp, default, file=file, line=line, what="default")
     return inp
+
+
+def _labels(raw, dim, file, line, name) -> dict[int, str] | None:
+    """``labels: {1: ring, 2: tree}`` names the codes of a dimensionless index node."""
+    if raw is None:
+        return None
+    if (dim != units.DIMENSIONLESS or not isinstance(raw, dict) or not raw
+            or not all(isinstance(k, int) and not isinstance(k, bool) and isinstance(v, str)
+                       and v.strip() for k, v in raw.items())):
+        raise SchemaError("`labels:` maps whole numbers to names ({1: ring, 2: tree}) on a "
+                          "dimensionless node", file=file, line=line, node=name)
+    return {int(k): str(v).strip() for k, v in raw.items()}
 
 
 def _display(body, dim, file, line, name) -> str | None:

@@ -97,8 +97,11 @@ def bundled_formulas() -> Path:
     return Path(str(resources.files("flopsheet.formulas")))
 
 
-def load_library(root: str | Path | None = None) -> Library:
+def load_library(root: str | Path | list | None = None) -> Library:
     """Load every ``*.yaml`` below ``root`` (default: the bundled formulas)."""
+    if isinstance(root, (list, tuple)):  # several roots: bundled + the user's (libsource)
+        from .libsource import load_many
+        return load_many(root)
     root_path = Path(root) if root is not None else bundled_formulas()
     if not root_path.is_dir():
         raise SchemaError(f"formula folder `{root_path}` does not exist")

@@ -63,5 +63,5 @@ def check_name(name, *, file=None, line=None) -> None:
 
 def suggest(name: str, known) -> str:
     """`` (did you mean a, b?)`` for close matches, or empty text."""
-    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name, list(dict.fromkeys(known)), n=3, cutoff=0.6)
     return f" (did you mean {', '.join(close)}?)" if close else ""

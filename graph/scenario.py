@@ -84,7 +84,7 @@ def find_template(ref: str, *, near: Path | None = None) -> Path:
                 return p
     known = sorted(p.relative_to(b).as_posix()[:-5] for p in b.rglob("*.yaml"))
     short = [k.split("/", 1)[1] if k.startswith("scenarios/") else k for k in known]
-    raise ScenarioError(f"no scenario or preset `{ref}`" + suggest(ref, short + known)
+    raise ScenarioError(f"no scenario or preset `{ref}`" + suggest(ref, dict.fromkeys(short))
                         + " (see `flopsheet list templates`)")
 
 

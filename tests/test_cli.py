@@ -86,9 +86,10 @@ def test_explain_marks_overrides(capsys):
 def test_sensitivity_table(capsys):
     code, out, _ = cli(capsys, "sensitivity", "--of", "step_time", "--top", "3")
     lines = out.splitlines()
-    assert code == 0 and lines[3].split() == ["input", "elasticity", "value", "derivative"]
-    assert all(len(row.split()) >= 4 for row in lines[5:8])
-    assert lines[8].startswith("(") and "more; --top 0 for all" in lines[8]
+    assert code == 0 and lines[4].split() == ["input", "value", "typical", "change", "effect",
+                                              "on", "step_time", "elasticity", "derivative"]
+    assert all(len(row.split()) >= 6 for row in lines[6:9])
+    assert lines[9].startswith("(") and "more; --top 0 for all" in lines[9]
     assert "more; --top 0 for all" in out
     code, out, _ = cli(capsys, "sensitivity", "--of", "time_to_train", "--json", "--top", "0")
     data = json.loads(out)
@@ -103,7 +104,7 @@ def test_check_and_list(capsys, write_lib):
     code, out, _ = cli(capsys, "list", "templates", "--json")
     assert "scenarios/gpt3-175b-sc21" in json.loads(out)
     root = write_lib({"net.yaml": SMALL.replace("    source: test\n", "", 1)})
-    code, out, _ = cli(capsys, "check", "--formulas", str(root))
+    code, out, _ = cli(capsys, "check", "--formulas-only", "--formulas", str(root))
     assert code == 1 and "bytes_moved: input has no `source:`" in out
     assert "warning:" in out and "chosen_time" in out
 
@@ -128,7 +129,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
 
 def test_bad_formula_file_names_file_and_line(capsys, write_lib):
     root = write_lib({"net.yaml": SMALL.replace("bytes_moved/link_bw\n", "bytes_moved.x/link_bw\n", 1)})
-    code, out, err = cli(capsys, "check", "--formulas", str(root))
+    code, out, err = cli(capsys, "check", "--formulas-only", "--formulas", str(root))
     assert code == 2 and "net.yaml:29: ring_time: attribute access is not allowed" in err
 
 

@@ -106,7 +106,8 @@ _DIFFS: dict = {}
 def sensitivity_mismatches(lib, model, result, rows) -> list:
     """The live Sensitivity sheet against Python's reverse-mode gradient."""
     diff = _DIFFS.setdefault(id(model), Differentiator(model))  # compiled partials are reused
-    outs = rows[1][3:]
+    assert rows[1][3] == "measure"
+    outs = rows[1][4:]
     outs = [o for o in outs if o]
     bad = []
     checked = 0
@@ -116,14 +117,18 @@ def sensitivity_mismatches(lib, model, result, rows) -> list:
         for r in rows[3:]:
             if not r or not r[0] or r[0] == "notes":
                 break
-            name, v = r[0], r[3 + j]
+            name, v = r[0], r[4 + j]
             seen.add(name)
             want = g.elasticities.get(name)
-            if want is None:
-                if v not in (None, ""):
+            if want is None:  # only reaches the output through an overridden node:
+                if v not in (None, "", 0.0):  # blank, or (output 0) its derivative, 0
                     bad.append((o, name, v, None))
                 continue
             checked += 1
+            if float(result[name]) == 0 or g.value == 0:
+                # no elasticity at 0: the sheet shows the derivative d out / d in instead
+                want = g.derivatives[name]
+                assert r[3] == ("derivative" if float(result[name]) == 0 else "elasticity")
             if math.isnan(want):
                 ok = not isinstance(v, float)
             else:
@@ -237,14 +242,14 @@ def _rewrite(src: Path, dst: Path, member: str, fn) -> None:
 def test_libreoffice_really_recalculates(lo, lib, exported, tmp_path):
     from openpyxl import load_workbook
     info = exported
-    # 1. openpyxl writes formulas without cached values: the numbers can only come from
-    #    a recalculation
+    # 1. every formula cell carries Python's value as its cached value (a viewer that never
+    #    recalculates shows numbers); steps 2-3 prove LibreOffice recomputes them anyway
     with zipfile.ZipFile(info.path) as z:
         xml = "".join(z.read(n).decode() for n in z.namelist()
                       if n.startswith("xl/worksheets/sheet"))
-    formula_cells = re.findall(r"<c [^>]*>\s*<f>.*?</f>\s*(<v>[^<]*</v>)?", xml)
+    formula_cells = re.findall(r"<c [^>]*>\s*<f>.*?</f>\s*(<v>[^<]*</v>|<v\s*/>)?", xml)
     assert len(formula_cells) >= len(lib.nodes)
-    assert all(not v for v in formula_cells), "formula cells carry cached values"
+    assert all(v.startswith("<v>") for v in formula_cells), "a formula cell has no cached value"
     # 2. a copy saved by LibreOffice carries cached values; read them independently of UNO
     saved = tmp_path / "saved.xlsx"
     lo.recalculate(info.path, save_as=saved)
@@ -278,6 +283,124 @@ def test_libreoffice_really_recalculates(lo, lib, exported, tmp_path):
     cells = lo.recalculate(stale)
     assert cells[target].value != 12345
     assert not mismatches(lib, info.result.values, cells)
+
+
+def test_cached_values_equal_libreoffice_and_sensitivity_has_no_errors(lo, lib, exported,
+                                                                       tmp_path):
+    """Every formula cell's cached value (written from Python at export) equals the value
+    LibreOffice computes for it, on every sheet; the recalculated Sensitivity sheet holds no
+    error; a zero-valued input gets a derivative, not an elasticity."""
+    from openpyxl import load_workbook
+    info = exported
+    saved = tmp_path / "saved.xlsx"
+    lo.recalculate(info.path, save_as=saved)
+    ours = load_workbook(info.path, data_only=True)
+    theirs = load_workbook(saved, data_only=True)
+    formulas = load_workbook(info.path)
+    bad, n = [], 0
+    for ws in formulas.worksheets:
+        for row in ws.iter_rows():
+            for c in row:
+                if c.data_type != "f":
+                    continue
+                n += 1
+                a = ours[ws.title][c.coordinate].value
+                b = theirs[ws.title][c.coordinate].value
+                if isinstance(a, (int, float)) and isinstance(b, (int, float)) \
+                        and not isinstance(a, bool):
+                    if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
+                        bad.append((ws.title, c.coordinate, a, b))
+                elif a != b:
+                    bad.append((ws.title, c.coordinate, a, b))
+    assert n > 5000 and not bad, bad[:10]
+    sens = theirs[SENSITIVITY]
+    errors = [c.coordinate for row in sens.iter_rows() for c in row
+              if isinstance(c.value, str) and c.value.startswith("#")]
+    assert not errors
+    # a zero-valued input (an fp8 peak on an A100) shows its derivative, flagged as such
+    rows = {r[0].value: r for r in sens.iter_rows(min_row=4) if r[0].value}
+    zero = next(k for k, r in rows.items() if r[1].value == 0 and r[3].value == "derivative")
+    assert zero
+
+
+def test_number_formats_follow_units_and_names_fit(lib, exported):
+    from openpyxl import load_workbook
+    info = exported
+    wb = load_workbook(info.path)
+    cell = lambda n: wb[info.cells[n][0]][info.cells[n][1]]  # noqa: E731
+    assert cell("mfu").number_format == "0.0%"
+    assert cell("seq_len").number_format == "#,##0"  # a whole-number input
+    row = cell("step_time").row
+    shown = wb[info.cells["step_time"][0]].cell(row=row, column=4)
+    assert shown.number_format.endswith('" s"') and shown.value.startswith("=step_time")
+    row = cell("step_pp_comm_time").row
+    assert wb[info.cells["step_pp_comm_time"][0]].cell(row=row, column=4).number_format \
+        .endswith('" ms"')
+    # full names: the name column is as wide as the longest name on the sheet
+    for ws in wb.worksheets:
+        if ws.title in (ABOUT, "Charts", "Lists"):
+            continue
+        longest = max((len(str(c.value)) for c in ws["A"][1:] if c.value), default=0)
+        assert ws.column_dimensions["A"].width >= longest, ws.title
+        assert ws.page_setup.fitToWidth == 1 and ws.sheet_properties.pageSetUpPr.fitToPage
+        assert ws.max_row <= 2 or ws.print_title_rows == "$1:$2", ws.title
+    # index nodes show their labels beside the code (a live CHOOSE, cached)
+    outputs = load_workbook(info.path, data_only=True)[OUTPUTS]
+    shown = {r[0]: r[3] for r in outputs.iter_rows(min_row=3, values_only=True) if r[0]}
+    assert shown["tp_allreduce_auto_algorithm"] == "ring"
+    assert shown["dp_allreduce_auto_algorithm"] == "tree"
+    # a chart sheet with the step-time breakdown
+    charts = wb["Charts"]
+    assert charts._charts and charts["A3"].value.startswith("step_time")
+    parts = [charts.cell(row=r, column=1).value for r in range(4, 12)]
+    assert parts[0] == "step_compute_time"
+    cached = load_workbook(info.path, data_only=True)["Charts"]
+    total = sum(cached.cell(row=r, column=2).value for r in range(4, 12))
+    assert math.isclose(total, float(info.result["step_time"]), rel_tol=1e-12)
+
+
+def test_workbook_prints_on_a_few_pages_per_sheet(lo, exported, tmp_path):
+    """Printed (LibreOffice PDF export, print setup as saved): fit to the page width, so a
+    sheet takes a page or two, not hundreds."""
+    from openpyxl import load_workbook
+    from flopsheet.exports.recalc import find_soffice
+    info = exported
+    profile = tmp_path / "profile"
+    subprocess.run([find_soffice(), f"-env:UserInstallation={profile.as_uri()}", "--headless",
+                    "--convert-to", "pdf", "--outdir", str(tmp_path), str(info.path)],
+                   capture_output=True, timeout=600, check=True)
+    pdf = (tmp_path / info.path.with_suffix(".pdf").name).read_bytes()
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
+    visible = [ws for ws in load_workbook(info.path).worksheets if ws.sheet_state == "visible"]
+    assert len(visible) <= pages <= 2 * len(visible), (pages, len(visible))
+
+
+def test_import_keeps_use_sources_and_units(lib, model, exported, tmp_path):
+    import yaml
+    from openpyxl import load_workbook
+    info = exported
+    wb = load_workbook(info.path)
+    sheet, coord = info.cells["dp"]
+    wb[sheet][coord].value = 32
+    sheet, coord = info.cells["hbm_capacity"]
+    wb[sheet][coord].value = 96 * 2 ** 30
+    edited = tmp_path / "edited.xlsx"
+    wb.save(edited)
+    imp = read_workbook(edited, lib, model)
+    assert sorted(imp.changed) == ["dp", "hbm_capacity"]
+    data = yaml.safe_load(imp.yaml())
+    original = yaml.safe_load((bundled_templates() / "scenarios" / f"{DEFAULT}.yaml").read_text())
+    assert data["use"] == original["use"] and data["report"] == original["report"]
+    assert data["values"]["dp"]["value"] == 32
+    hbm = data["values"]["hbm_capacity"]["value"]  # in the unit the preset used (80 GB)
+    assert hbm.endswith(" GB") and model.encode("hbm_capacity", hbm) == 96 * 2 ** 30
+    for k, v in original["values"].items():  # untouched values as written, with sources
+        if k != "dp":
+            assert data["values"][k] == v
+    y = tmp_path / "e.yaml"
+    y.write_text(imp.yaml())
+    res = model.evaluate(resolve(load_scenario(str(y)), model))
+    assert res.values["dp"] == 32 and res.values["hbm_capacity"] == 96 * 2 ** 30
 
 
 # ------------------------------------------------------------ small library
