@@ -12,7 +12,7 @@ from . import diskcache, units
 from .library import FormulaFile, Input, Library, Node, raw_digest
 from .names import check_name
 
-VERSION = 1
+VERSION = 2  # 2: index-node labels
 
 
 def _dim_out(d):
@@ -37,7 +37,8 @@ def record(lib: Library) -> dict:
                     list(i.bounds), i.integer, i.file, i.line, i.display]
                    for i in lib.inputs.values()],
         "nodes": [[n.name, n.expr_text, n.unit, _dim_out(n.dim), n.doc, n.source, n.file,
-                   n.line, n.display, n.text, n.deps] for n in lib.nodes.values()],
+                   n.line, n.display, n.text, n.deps,
+                   sorted(n.labels.items()) if n.labels else None] for n in lib.nodes.values()],
     }
 
 
@@ -45,6 +46,17 @@ def _str(x, none=False):
     if isinstance(x, str) or (none and x is None):
         return x
     raise ValueError("expected text")
+
+
+def _labels(x):
+    """Index-node labels as stored: [[code, name], ...] or None."""
+    if x is None:
+        return None
+    if not isinstance(x, list) or not all(
+            isinstance(p, list) and len(p) == 2 and type(p[0]) is int and isinstance(p[1], str)
+            for p in x):
+        raise ValueError("bad labels")
+    return {k: v for k, v in x}
 
 
 def _line(x):
@@ -81,7 +93,7 @@ def from_record(rec: dict) -> Library:
     nodes: dict[str, Node] = {}
     raw_nodes = rec["nodes"]
     for (name, expr_text, unit, dim, doc, source, file, line, display, text,
-         deps) in raw_nodes:
+         deps, labels) in raw_nodes:
         check_name(name)
         if name in inputs or name in nodes:
             raise ValueError("duplicate name")
@@ -90,7 +102,8 @@ def from_record(rec: dict) -> Library:
         nodes[name] = Node(name=name, expr_text=_str(expr_text), unit=_str(unit),
                            dim=_dim_in(dim), doc=_str(doc), source=_str(source),
                            file=_str(file), line=_line(line), display=_str(display, True),
-                           _text=_str(text), _names=[_str(d) for d in deps])
+                           _text=_str(text), _names=[_str(d) for d in deps],
+                           labels=_labels(labels))
     known = set(inputs) | set(nodes)
     choices = {n: i.choices for n, i in inputs.items() if i.is_choice}
     bool_names = frozenset(n for n, node in nodes.items() if node.is_bool)
