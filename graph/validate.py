@@ -48,7 +48,7 @@ from .validate_points import (CATEGORIES, DEFAULT_TOLERANCE, EXPECT_KEYS,  # noq
 from .validate_report import (SUMMARY_HEAD, Report, Row, markdown, print_text,  # noqa: F401
                               rows_table, status, summary_rows, to_json,
                               unsupported_by_reason, write_xlsx, _pct, _num)
-from .validate_run import CHECKS, Validator, _nelder_mead, fit, select  # noqa: F401
+from .validate_run import CHECKS, Validator, _minimize, fit, select  # noqa: F401
 
 COMMAND = "flopsheet validate --markdown"
 

@@ -104,58 +104,25 @@ def select(points: list[Point], category: str | None = None, family: str | None 
 
 
 # ---------------------------------------------------------------------------------- fit
-def _nelder_mead(f, x0, bounds, *, step=0.1, xtol=1e-4, max_evals=300):
-    """Minimise ``f`` from ``x0`` by Nelder-Mead, every trial point clamped into ``bounds``."""
-    lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds], dtype=float)
-    hi = np.array([np.inf if b[1] is None else b[1] for b in bounds], dtype=float)
-    clamp = lambda x: np.minimum(np.maximum(x, lo), hi)  # noqa: E731
-    n = len(x0)
-    simplex = [clamp(np.asarray(x0, dtype=float))]
-    for i in range(n):
-        x = simplex[0].copy()
-        x[i] = x[i] * (1 + step) if x[i] else step
-        if x[i] > hi[i]:  # at the upper bound: step down instead
-            x[i] = simplex[0][i] * (1 - step)
-        simplex.append(clamp(x))
-    values = [f(x) for x in simplex]
-    evals = n + 1
-    while evals < max_evals:
-        order = np.argsort(values)
-        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
-        if max(np.max(np.abs(x - simplex[0])) for x in simplex[1:]) < xtol:
-            break
-        centroid = np.mean(simplex[:-1], axis=0)
-        xr = clamp(centroid + (centroid - simplex[-1]))
-        fr = f(xr)
-        evals += 1
-        if fr < values[0]:
-            xe = clamp(centroid + 2 * (centroid - simplex[-1]))
-            fe = f(xe)
-            evals += 1
-            simplex[-1], values[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < values[-2]:
-            simplex[-1], values[-1] = xr, fr
-        else:
-            xc = clamp(centroid + 0.5 * (simplex[-1] - centroid))
-            fc = f(xc)
-            evals += 1
-            if fc < values[-1]:
-                simplex[-1], values[-1] = xc, fc
-            else:  # shrink towards the best point
-                simplex = [simplex[0]] + [clamp(simplex[0] + 0.5 * (x - simplex[0]))
-                                          for x in simplex[1:]]
-                values = [values[0]] + [f(x) for x in simplex[1:]]
-                evals += n
-    best = int(np.argmin(values))
-    return simplex[best], values[best]
+def _minimize(f, x0, bounds):
+    """Minimise ``f`` from ``x0`` within ``bounds`` (scipy's bounded Nelder-Mead: derivative-free,
+    because the loss is not smooth where a formula branches)."""
+    from scipy.optimize import minimize
+    lo_hi = [(None if b[0] is None else float(b[0]), None if b[1] is None else float(b[1]))
+             for b in bounds]
+    x0 = np.clip(np.asarray(x0, dtype=float), [-np.inf if lo is None else lo for lo, _ in lo_hi],
+                 [np.inf if hi is None else hi for _, hi in lo_hi])
+    r = minimize(f, x0, method="Nelder-Mead", bounds=lo_hi,
+                 options={"xatol": 1e-4, "fatol": 1e-10, "maxfev": 300})
+    return r.x, float(r.fun)
 
 
 def fit(validator: Validator, points: list[Point], names: list[str], on: str) -> dict:
     """Fit global calibration inputs on the families (or point ids) ``on``; report the fitted
     values and the error on the fit set and on the rest of ``points``.
 
-    Minimises the mean squared log error of the counted rows of the fit set (Nelder-Mead within
-    the inputs' bounds). Nothing is written back to the templates: the shipped constants stay
+    Minimises the mean squared log error of the counted rows of the fit set (scipy's Nelder-Mead
+    within the inputs' bounds). Nothing is written back to the templates: the shipped constants stay
     what their sources say.
     """
     lib = validator.lib
@@ -177,7 +144,7 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str) ->
                 if r.expect.counted and r.error is not None and r.error > -1]
         return float(np.mean(np.square(errs))) if errs else float("inf")
 
-    best, _ = _nelder_mead(loss, start, [tuple(lib.inputs[n].bounds) for n in names])
+    best, _ = _minimize(loss, start, [tuple(lib.inputs[n].bounds) for n in names])
     fitted = dict(zip(names, map(float, best)))
     before = validator.run(train + rest)
     after = validator.run(train + rest, fitted)

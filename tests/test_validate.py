@@ -403,9 +403,9 @@ def test_cli_validate_json(capsys):
     assert {r["point"] for r in out["rows"]} >= {"mem-zero-fig1-pos", "mem-korthikanti-fig1-1t"}
 
 
-def test_nelder_mead_respects_bounds():
-    from flopsheet.validate import _nelder_mead
-    x, fx = _nelder_mead(lambda v: (v[0] - 0.3) ** 2 + (v[1] - 2) ** 2, [0.75, 1.0], [(0, 1), (0, 1.5)])
+def test_fit_minimizer_respects_bounds():
+    from flopsheet.validate import _minimize
+    x, fx = _minimize(lambda v: (v[0] - 0.3) ** 2 + (v[1] - 2) ** 2, [0.75, 1.0], [(0, 1), (0, 1.5)])
     assert x[0] == pytest.approx(0.3, abs=1e-3) and x[1] == pytest.approx(1.5, abs=1e-3)
 
 

@@ -1,0 +1,105 @@
+"""``flopsheet check`` and ``flopsheet list``: lint the formula library and list what it holds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .audit import show
+from .cli import HEADLINE, _print_json
+from .errors import FlopsheetError
+from .evaluate import Model
+from .fmt import table
+from .library import Library, load_library
+from .scenario import bundled_templates, load_scenario, resolve
+from .yamlio import read_mapping
+
+
+def cmd_list(args) -> int:
+    if args.what == "templates":
+        root = bundled_templates()
+        rows = []
+        for p in sorted(root.rglob("*.yaml")):
+            rel = p.relative_to(root).as_posix()[:-5]
+            data, _ = read_mapping(p.read_text(encoding="utf-8"), rel, "template")
+            rows.append([rel, str(data.get("doc") or "").strip()])
+        if args.json:
+            _print_json({r[0]: r[1] for r in rows})
+        else:
+            print(table(rows, ["template", "what"]))
+        return 0
+    lib = load_library(args.formulas)
+    if args.what == "inputs":
+        items = [lib.inputs[n] for n in lib.inputs]
+        rows = [[i.name, ("|".join(i.choices) if i.is_choice else i.unit),
+                 (i.default if i.is_choice else show(lib, i.name, i.default)), i.doc]
+                for i in items]
+        head = ["input", "unit", "default", "what"]
+    else:
+        rows = [[n, lib.nodes[n].unit, lib.nodes[n].file, lib.nodes[n].doc] for n in lib.order]
+        head = ["node", "unit", "file", "what"]
+    if args.json:
+        _print_json([dict(zip(head, r)) for r in rows])
+    else:
+        print(table(rows, head))
+    return 0
+
+
+def cmd_check(args) -> int:
+    lib = load_library(args.formulas)  # parse, names, units, cycles: errors raise here
+    from .libsource import BUNDLED
+    bundled = args.formulas is None or BUNDLED in args.formulas  # the bundled library is in
+    reported = _reported_names() if bundled else set()
+    problems, warnings = lint(lib, reported)
+    if bundled:
+        problems += _check_templates(lib)
+    for w in sorted(warnings):
+        print(f"warning: {w}")
+    for p in problems:
+        print(f"problem: {p}")
+    n_in, n_nodes = len(lib.inputs), len(lib.nodes)
+    print(f"{len(lib.files)} files, {n_in} inputs, {n_nodes} nodes: "
+          f"{len(problems)} problems, {len(warnings)} warnings")
+    return 1 if problems else 0
+
+
+def _reported_names() -> set[str]:
+    """Names some bundled scenario prints (its `report:` list)."""
+    names: set[str] = set()
+    for p in sorted((bundled_templates() / "scenarios").glob("*.yaml")):
+        data, _ = read_mapping(p.read_text(encoding="utf-8"), p.name, "scenario")
+        names.update(r for r in data.get("report") or [] if isinstance(r, str))
+    return names
+
+
+def lint(lib: Library, reported: set[str] = frozenset()) -> tuple[list[str], list[str]]:
+    """Problems (fail `check`) and warnings of a loaded library beyond what loading enforces.
+
+    A node no formula uses is fine when it is a headline output or a scenario reports it.
+    """
+    problems, warnings = [], []
+    for i in lib.inputs.values():
+        if not i.source:
+            problems.append(f"{i.file}:{i.line}: {i.name}: input has no `source:`")
+        if lib.graph.out_degree(i.name) == 0:
+            warnings.append(f"{i.file}:{i.line}: {i.name}: input is used by no formula")
+    for n in lib.order:
+        node = lib.nodes[n]
+        if lib.graph.out_degree(n) == 0 and n not in HEADLINE and n not in reported:
+            warnings.append(f"{node.file}:{node.line}: {n}: no formula, headline output or "
+                            f"scenario report uses this node")
+    return problems, warnings
+
+
+def _check_templates(lib: Library) -> list[str]:
+    """Every bundled scenario loads, resolves and evaluates."""
+    model = Model(lib)
+    problems = []
+    root = bundled_templates()
+    for p in sorted((root / "scenarios").glob("*.yaml")) if (root / "scenarios").is_dir() else []:
+        try:
+            sc = load_scenario(str(p))
+            model.evaluate(resolve(sc, model))
+            for n in sc.report:
+                lib.item(n)
+        except FlopsheetError as e:
+            problems.append(f"scenario {Path(p).name}: {e.render()}")
+    return problems
