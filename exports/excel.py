@@ -46,6 +46,7 @@ import numpy as np
 import sympy as sp
 
 from flopsheet import __version__, units
+from flopsheet.atomic import atomic_write, check_target
 from flopsheet.audit import origin as value_origin
 from flopsheet.audit import value_source
 from flopsheet.errors import FlopsheetError
@@ -314,6 +315,7 @@ def export_workbook(path: str | os.PathLike, lib: Library, sc: Scenario | None =
     """
     from openpyxl import Workbook
 
+    check_target(path)  # an odd -o path fails before any work
     model = model or Model(lib)
     if values is None:
         values = resolve(sc, model) if sc is not None else {}
@@ -349,8 +351,7 @@ def export_workbook(path: str | os.PathLike, lib: Library, sc: Scenario | None =
     wb.active = 0
     wb.calculation.fullCalcOnLoad = True
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    wb.save(path)
+    atomic_write(path, wb.save)  # temp file beside it, fsync, rename: never half a workbook
     return ExportInfo(path=path, sheets=list(wb.sheetnames), cells=w.cells, result=result,
                       outputs=outs, sensitivity_outputs=sens_outs, formulas=w.n_formulas,
                       snapshots=w.snapshots, near_ties=ties)

@@ -81,3 +81,11 @@ class ScenarioError(FlopsheetError):
 
 class EvaluationError(FlopsheetError):
     """A node evaluated to a non-finite number (the inputs responsible are named)."""
+
+
+class OutputPathError(FlopsheetError):
+    """An output file cannot be written (a folder, a missing or read-only folder, a full disk)."""
+
+
+class ResourceLimitError(FlopsheetError):
+    """A file asks for more than the engine will spend (size, nesting, aliases, expansions)."""
