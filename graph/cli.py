@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
+from . import __version__, checks
 from .audit import _plain, explain, render, show
 from .errors import FlopsheetError, UnknownNameError
 from .evaluate import Model
@@ -28,6 +28,7 @@ HEADLINE = ["step_time", "tokens_per_second", "mfu", "hfu", "model_tflops_per_gp
             "package_cost"]
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3  # a bug: anything that is not a FlopsheetError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,12 +44,24 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `flopsheet ... | head`
         return 0
+    except KeyboardInterrupt:
+        print("flopsheet: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the guard: no stray traceback without --debug
+        if args.debug:
+            raise
+        what = (str(e).splitlines() or [""])[0][:200]
+        print(f"flopsheet: internal error: {type(e).__name__}: {what} (please report; "
+              f"--debug shows the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flopsheet", description=(
         "LLM training/inference performance and cost as an auditable calculation graph."))
     p.add_argument("--version", action="version", version=f"flopsheet {__version__}")
+    p.add_argument("--debug", action="store_true",
+                   help="show the Python traceback of an internal error")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     def common(sp, scenario=True):
@@ -66,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--outputs", metavar="A,B", help="names to print (default: the scenario's "
                    "report list, else the headline outputs)")
     r.add_argument("--all", action="store_true", help="print every node")
+    r.add_argument("--strict", action="store_true", help="a broken divisibility or capacity "
+                   "rule (parallel_config_valid, fits_in_memory) is an error, not a warning")
     common(r)
     r.set_defaults(func=cmd_run)
 
@@ -139,9 +154,15 @@ def _outputs(args, lib: Library, sc) -> list[str]:
 # ---------------------------------------------------------------- commands
 def cmd_run(args) -> int:
     lib, model, sc, values = _setup(args)
-    outs = _outputs(args, lib, sc)
-    res = model.evaluate(values, outputs=outs)
+    outs = checks.with_world_size(lib, _outputs(args, lib, sc))
+    res = model.evaluate(values, outputs=outs + checks.constraint_nodes(lib, outs))
     n_cfg = _n_configs(res, values)
+    warnings = checks.broken(lib, res, lambda n, v: show(lib, n, v))
+    if warnings and args.strict:
+        raise checks.ConstraintError(warnings[0] + (f" (and {len(warnings) - 1} more)"
+                                                    if len(warnings) > 1 else ""))
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if getattr(args, "xlsx", None):  # --- Excel export (issue 3) ---
         from .exports.cli_excel import run_xlsx
         run_xlsx(args, lib, model, sc, values, outputs=outs)
@@ -149,7 +170,7 @@ def cmd_run(args) -> int:
         _print_json({"scenario": sc.name, "file": sc.path, "doc": sc.doc, "configs": n_cfg,
                      "presets": sc.chain,
                      "set": {k: v.raw for k, v in sc.values.items() if v.origin == "--set"},
-                     "overridden": sorted(res.overridden),
+                     "overridden": sorted(res.overridden), "warnings": warnings,
                      "outputs": {n: {"value": _plain(res[n]), "unit": lib.item(n).unit}
                                  for n in outs}})
         return 0

@@ -19,7 +19,7 @@ from . import units
 from .errors import (CycleError, DuplicateNameError, FlopsheetError, InputValueError,
                      SchemaError, UnknownNameError)
 from .names import check_name, suggest
-from .yamlio import read_mapping
+from .yamlio import read_mapping, read_text
 from .parser import Parsed, parse
 
 FILE_KEYS = {"doc", "inputs", "nodes"}
@@ -147,9 +147,9 @@ def load_library(root: str | Path | None = None) -> Library:
     digest = hashlib.sha256()
     raw = []
     for p in paths:
-        text = p.read_text(encoding="utf-8")
         rel = p.relative_to(root_path).as_posix()
         shown = f"formulas/{rel}" if bundled else str(p)
+        text = read_text(p, shown)
         digest.update(rel.encode() + b"\0" + text.encode() + b"\0")
         raw.append((shown, rel[: -len(".yaml")], text))
     key = (str(root_path), digest.hexdigest())

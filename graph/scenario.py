@@ -22,9 +22,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import FlopsheetError, ScenarioError
+from .errors import FlopsheetError, ResourceLimitError, ScenarioError
 from .names import suggest
-from .yamlio import read_mapping
+from .yamlio import read_mapping, read_text
 
 SCENARIO_KEYS = {"doc", "source", "use", "values", "report"}
 SET_ORIGIN = "--set"
@@ -91,7 +91,35 @@ def load_scenario(ref: str, sets: list[str] | None = None) -> Scenario:
     for item in sets or []:
         name, val = parse_set(item)
         sc.values[name] = Value(val, SET_ORIGIN)
+    check_configs(sc)
     return sc
+
+
+#: Most configurations one scenario evaluates at once (lists are evaluated element by element).
+MAX_CONFIGS = 100_000
+
+
+def check_configs(sc: Scenario) -> int:
+    """Lists of values (``--set a=1,2,4``) pair up element by element: they must have one
+    length, at most :data:`MAX_CONFIGS`. Returns the number of configurations."""
+    n, first = 1, None
+    for name, v in sc.values.items():
+        if not isinstance(v.raw, (list, tuple)):
+            continue
+        k = len(v.raw)
+        file, line = _split_origin(v.origin)
+        if k > MAX_CONFIGS:
+            raise ResourceLimitError(f"{k:,} values; at most {MAX_CONFIGS:,} configurations "
+                                     f"are evaluated at once (use a sweep)", file=file,
+                                     line=line, node=name)
+        if k == 1:
+            continue
+        if first is not None and k != n:
+            raise ScenarioError(f"{k} values, but `{first}` has {n}: lists are evaluated "
+                                f"element by element and need one length", file=file,
+                                line=line, node=name)
+        n, first = k, name
+    return n
 
 
 def parse_set(item: str) -> tuple[str, Any]:
@@ -118,12 +146,41 @@ def _scalar(text: str):
         return text  # a choice name or a number with a unit
 
 
-def _apply(path: Path, sc: Scenario, stack: list[Path]) -> None:
+#: Deepest `use:` chain, and most preset files one scenario applies (a diamond of `use:`
+#: lists applies the shared files again on every path: 2^depth applications).
+MAX_USE_DEPTH = 32
+MAX_USE_APPLIED = 1000
+
+
+class _Loads:
+    """One scenario's file reads: each file parsed once, applications counted."""
+
+    def __init__(self):
+        self.parsed: dict[Path, tuple[dict, dict]] = {}
+        self.applied = 0
+
+    def read(self, path: Path, shown: str):
+        key = path.resolve()
+        if key not in self.parsed:
+            self.parsed[key] = read_mapping(read_text(path, shown), shown, "scenario or preset")
+        return self.parsed[key]
+
+
+def _apply(path: Path, sc: Scenario, stack: list[Path], loads: _Loads | None = None) -> None:
     shown = _shown(path)
     if path.resolve() in stack:
         loop = " -> ".join(_shown(p) for p in stack + [path.resolve()])
         raise ScenarioError(f"`use:` chain loops: {loop}", file=shown)
-    data, lines = read_mapping(path.read_text(encoding="utf-8"), shown, "scenario or preset")
+    if len(stack) >= MAX_USE_DEPTH:
+        raise ResourceLimitError(f"`use:` chain is deeper than {MAX_USE_DEPTH} files",
+                                 file=shown)
+    loads = loads if loads is not None else _Loads()
+    loads.applied += 1
+    if loads.applied > MAX_USE_APPLIED:
+        raise ResourceLimitError(f"`use:` lists apply more than {MAX_USE_APPLIED} preset files "
+                                 f"(a file reached by many paths is applied once per path)",
+                                 file=shown)
+    data, lines = loads.read(path, shown)
     for k in data:
         if k not in SCENARIO_KEYS:
             raise ScenarioError(f"unknown key `{k}`" + suggest(str(k), SCENARIO_KEYS)
@@ -140,7 +197,7 @@ def _apply(path: Path, sc: Scenario, stack: list[Path]) -> None:
             sub = find_template(ref, near=path.parent)
         except ScenarioError as e:
             raise ScenarioError(e.detail, file=shown, line=lines.get(("use",))) from None
-        _apply(sub, sc, stack + [path.resolve()])
+        _apply(sub, sc, stack + [path.resolve()], loads)
     sc.chain.append(shown)
     if not stack:  # the top file names the scenario
         sc.doc = str(data.get("doc") or "").strip()
@@ -185,12 +242,13 @@ def compose(name: str, shown: str, use: list[str], values: dict, *, near: Path,
     if not isinstance(use, list) or not all(isinstance(u, str) for u in use):
         raise ScenarioError("`use:` must be a list of preset names", file=shown, line=line)
     here = (near / f"{name}.point").resolve()  # stands for the caller in `use:` loop messages
+    loads = _Loads()
     for ref in use:
         try:
             sub = find_template(ref, near=near)
         except ScenarioError as e:
             raise ScenarioError(e.detail, file=shown, line=line) from None
-        _apply(sub, sc, [here])
+        _apply(sub, sc, [here], loads)
     sc.chain.append(shown)
     add_values(sc, values or {}, shown, default_source, line=line)
     return sc
@@ -215,5 +273,5 @@ def _split_origin(origin: str):
 
 
 __all__ = ["Scenario", "Value", "load_scenario", "find_template", "resolve", "parse_set",
-           "compose", "add_values",
+           "compose", "add_values", "check_configs",
            "bundled_templates", "FlopsheetError"]

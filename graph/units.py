@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import io
+import math
 import re
 from fractions import Fraction
 from functools import lru_cache
@@ -117,7 +118,35 @@ def _fmt_exp(e) -> str:
     return str(f.numerator) if f.denominator == 1 else f"({f})"
 
 
-@lru_cache(maxsize=None)
+#: Unit text pint may see: names (or 1) with small integer exponents, joined by * / or a
+#: space, with one level of parentheses. pint itself evaluates `GiB**9**9**9` (it hangs),
+#: so the text is checked against this grammar first.
+MAX_UNIT_TEXT = 64
+MAX_UNIT_EXPONENT = 12
+_U_ATOM = r"(?:[A-Za-z_%µμ][A-Za-z0-9_%µμ]*|1)"
+_U_POW = r"(?:\s*(?:\*\*|\^)\s*(?:-?\d{1,2}|\(\s*-?\d{1,2}\s*\)))?"
+_U_CHAIN = rf"{_U_ATOM}{_U_POW}(?:\s*[*/]\s*{_U_ATOM}{_U_POW}|\s+{_U_ATOM}{_U_POW})*"
+_U_FACTOR = rf"(?:{_U_ATOM}|\(\s*{_U_CHAIN}\s*\)){_U_POW}"
+_UNIT_RE = re.compile(rf"{_U_FACTOR}(?:\s*[*/]\s*{_U_FACTOR}|\s+{_U_FACTOR})*")
+_EXP_RE = re.compile(r"(?:\*\*|\^)\s*\(?\s*(-?\d+)")
+
+
+def check_unit_text(t: str) -> None:
+    """Refuse unit text outside the small grammar above (ValueError, before pint sees it)."""
+    if len(t) > MAX_UNIT_TEXT:
+        raise ValueError(f"unit text is {len(t)} characters; the limit is {MAX_UNIT_TEXT}")
+    if not re.fullmatch(r"[A-Za-z0-9_%µμ*/^().\s-]+", t):
+        raise ValueError(f"unit `{t}` has characters a unit cannot have")
+    if not _UNIT_RE.fullmatch(t):
+        raise ValueError(f"unit `{t}` is not a product of unit names with small integer "
+                         f"exponents (e.g. `GB/s`, `mm^2`)")
+    for m in _EXP_RE.finditer(t):
+        if abs(int(m.group(1))) > MAX_UNIT_EXPONENT:
+            raise ValueError(f"unit `{t}`: exponent {m.group(1)} is larger than "
+                             f"{MAX_UNIT_EXPONENT}")
+
+
+@lru_cache(maxsize=4096)
 def parse_unit(text: str):
     """(dimension, factor to coherent base units) of a unit string. Raises ValueError."""
     t = str(text).strip()
@@ -125,16 +154,21 @@ def parse_unit(text: str):
         return DIMENSIONLESS, 1.0
     if t == BOOL:
         return BOOL, 1.0
-    if not re.fullmatch(r"[A-Za-z0-9_%µμ*/^().\s-]+", t):
-        raise ValueError(f"unit `{t}` has characters a unit cannot have")
+    check_unit_text(t)
     ureg = registry()
     try:
         u = ureg.parse_units(t.replace("^", "**"))
     except Exception as e:  # pint raises several kinds; all mean "not a unit here"
         raise ValueError(f"unknown unit `{t}` ({type(e).__name__})") from None
-    q = (1.0 * u).to_base_units()
+    try:
+        q = (1.0 * u).to_base_units()
+        factor = float(q.magnitude)
+    except (OverflowError, ZeroDivisionError, ArithmeticError) as e:
+        raise ValueError(f"unit `{t}` is out of range ({type(e).__name__})") from None
+    if not (factor > 0 and math.isfinite(factor)):
+        raise ValueError(f"unit `{t}` is out of range (its factor is {factor:g})")
     dim = UnitsContainer({k: v for k, v in ureg.get_dimensionality(u).items()})
-    return dim, float(q.magnitude)
+    return dim, factor
 
 
 def declared_dim(unit: str, *, file=None, line=None, node=None):
