@@ -212,8 +212,10 @@ def cmd_explain(args) -> int:
         raise FlopsheetError("explain takes one configuration (no a,b,c lists in --set)")
     rec = explain(lib, res, sc, args.name, depth=None if args.depth <= 0 else args.depth)
     if args.json:
-        _print_json(rec)
-    else:
+        _print_json({**rec, "scenario": sc.name, "scenario_file": sc.path, "presets": sc.chain})
+    else:  # which file the scenario name resolved to, then the presets it applied
+        print(f"scenario  {sc.name}  ({sc.path})")
+        print(f"presets   {' <- '.join(reversed(sc.chain))}\n")
         print(render(rec))
     return 0
 

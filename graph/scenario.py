@@ -62,16 +62,29 @@ def _shown(path: Path) -> str:
 def find_template(ref: str, *, near: Path | None = None) -> Path:
     """Resolve a scenario or preset reference to a file.
 
-    ``ref`` may be a path to a file, or a name such as ``models/gpt3-175b`` or
-    ``gpt3-175b-sc21`` (looked up beside ``near``, in its parent folder, then in
-    the bundled templates and their ``scenarios/`` folder).
+    ``ref`` is either an explicit path - it ends in ``.yaml``/``.yml`` or starts
+    with ``/``, ``./``, ``../`` or ``~`` - read as given (relative to ``near``
+    for a ``use:`` entry, else to the current folder), or a name such as
+    ``models/gpt3-175b`` or ``gpt3-175b-sc21``. A name is looked up beside
+    ``near`` and in its parent folder (the folder of the file whose ``use:``
+    names it), then in the bundled templates and their ``scenarios/`` folder;
+    never in the current folder, so a stray file there cannot change which
+    bundled preset ``flopsheet run NAME`` loads.
     """
-    cand = [ref] if ref.endswith((".yaml", ".yml")) else [ref + ".yaml", ref]
+    b = bundled_templates()
+    if is_explicit_path(ref):
+        p = Path(ref).expanduser()
+        if not p.is_absolute() and near is not None:
+            p = near / p
+        if p.is_file():
+            return p
+        raise ScenarioError(f"no scenario or preset file `{ref}`"
+                            + (f" (looked in {near})" if near is not None and
+                               not Path(ref).is_absolute() else ""))
+    cand = [ref + ".yaml"]
     roots: list[Path] = []
     if near is not None:
         roots += [near, near.parent]
-    roots += [Path.cwd()]
-    b = bundled_templates()
     roots += [b, b / "scenarios"]
     for root in roots:
         for c in cand:
@@ -82,6 +95,11 @@ def find_template(ref: str, *, near: Path | None = None) -> Path:
     short = [k.split("/", 1)[1] if k.startswith("scenarios/") else k for k in known]
     raise ScenarioError(f"no scenario or preset `{ref}`" + suggest(ref, short + known)
                         + " (see `flopsheet list templates`)")
+
+
+def is_explicit_path(ref: str) -> bool:
+    """Whether a scenario reference names a file rather than a bundled template."""
+    return ref.endswith((".yaml", ".yml")) or ref.startswith(("/", "./", "../", "~"))
 
 
 def load_scenario(ref: str, sets: list[str] | None = None) -> Scenario:
