@@ -38,6 +38,13 @@ def check_target(path: str | os.PathLike) -> Path:
         raise OutputPathError(f"folder `{parent}` is not writable", file=shown)
     if p.exists() and not os.access(p, os.W_OK):
         raise OutputPathError("file is not writable", file=shown)
+    try:  # the real test (root passes os.access; read-only mounts and /proc do not)
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)
+    except OSError as e:
+        raise OutputPathError(f"cannot create a file in `{parent}`: {e.strerror or e}",
+                              file=shown) from None
+    os.close(fd)
+    os.unlink(probe)
     return p
 
 

@@ -153,9 +153,22 @@ def parse_set(item: str) -> tuple[str, Any]:
     return name, vals if len(vals) > 1 else vals[0]
 
 
+_FLOAT_MAX_INT = 2 ** 1024
+
+
+def _in_range(v):
+    """An integer beyond the float range becomes inf (refused as not finite, with its place)
+    instead of an OverflowError deep in the evaluation."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= _FLOAT_MAX_INT:
+        return float("inf") if v > 0 else float("-inf")
+    if isinstance(v, list):
+        return [_in_range(x) for x in v]
+    return v
+
+
 def _scalar(text: str):
     try:
-        return int(text)
+        return _in_range(int(text))
     except ValueError:
         pass
     try:
@@ -244,7 +257,7 @@ def add_values(sc: Scenario, values, shown: str, default_source: str = "", *,
                                     file=shown, line=vline, node=str(name))
             source = str(v.get("source") or default_source)
             v = v["value"]
-        sc.values[str(name)] = Value(v, f"{shown}:{vline}" if vline else shown, source)
+        sc.values[str(name)] = Value(_in_range(v), f"{shown}:{vline}" if vline else shown, source)
 
 
 def compose(name: str, shown: str, use: list[str], values: dict, *, near: Path,

@@ -156,6 +156,9 @@ def read_mapping(text: str, shown: str, what: str) -> tuple[dict, dict[tuple, in
         raise _syntax_error(e, shown) from None
     except RecursionError:  # belt and braces: the pre-scan bounds depth
         raise ResourceLimitError("nesting too deep", file=shown) from None
+    except (ValueError, OverflowError) as e:  # e.g. an integer of more than 4300 digits
+        raise YamlSyntaxError(f"a value cannot be read: {str(e).split(';')[0]}",
+                              file=shown) from None
     finally:
         loader.dispose()
     if data is None:
