@@ -6,8 +6,9 @@ on an array, differentiated), whole formula files (YAML text), scenario files an
 strings. CI runs a small fixed budget, derandomized so a failure reproduces; a longer
 session raises it:
 
-    FLOPSHEET_FUZZ_EXAMPLES=20000 FLOPSHEET_FUZZ_RANDOM=1 \\
-        python -m pytest tests/test_fuzz.py --hypothesis-show-statistics
+    FLOPSHEET_FUZZ_EXAMPLES=1000000 FLOPSHEET_FUZZ_SECONDS=150 FLOPSHEET_FUZZ_RANDOM=1 \\
+    FLOPSHEET_FUZZ_LOG=/tmp/fuzz.log python -m pytest tests/test_fuzz.py -k fuzz_
+    sort /tmp/fuzz.log | uniq -c        # cases run per strategy
 
 Every crash found is kept in the corpus below (and in ``tests/data/fuzz_corpus/``) and
 replayed on every run.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import string
+import time
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +42,27 @@ CORPUS = Path(__file__).parent / "data" / "fuzz_corpus"
 CASE_SECONDS = 20  # one case may not take longer (a hang is a finding too)
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """Not an Exception, so no `except Exception` in library code can swallow it."""
+
+
+#: A long session: each fuzz test stops running new cases after this many seconds, and
+#: every case run is counted in FLOPSHEET_FUZZ_LOG (one line per case: strategy name).
+SECONDS = float(os.environ.get("FLOPSHEET_FUZZ_SECONDS", "0"))
+LOG = os.environ.get("FLOPSHEET_FUZZ_LOG")
+_STARTED: dict[str, float] = {}
 
 
 def bounded(fn, *args):
     """Run ``fn``; FlopsheetError is an answer, anything else (or > CASE_SECONDS) fails."""
+    if SECONDS:
+        start = _STARTED.setdefault(fn.__name__, time.monotonic())
+        if time.monotonic() - start > SECONDS:
+            return None  # this strategy's time is up; hypothesis finishes its count quickly
+    if LOG:
+        with open(LOG, "a") as f:
+            f.write(fn.__name__ + "\n")
+
     def expired(*_):
         raise Hang(f"no answer within {CASE_SECONDS} s")
     old = signal.signal(signal.SIGALRM, expired)
