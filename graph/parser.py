@@ -199,6 +199,8 @@ def _build(n: ast.AST, ctx: _Ctx) -> sp.Basic:
             raise ctx.fail(n, f"constant exponent larger than {MAX_CONST_EXPONENT}")
         if a == 0 and b.is_Number and b < 0:
             raise ctx.fail(n, "zero raised to a negative power")
+        if a.is_Number and a < 0 and b.is_Number and not b.is_integer:
+            raise ctx.fail(n, "a negative constant raised to a fractional power is not real")
         if a.is_Rational and b.is_Number and a != 0 and \
                 abs(float(b)) * max(abs(a.p).bit_length(), a.q.bit_length()) > 4 * MAX_CONST_BITS:
             raise ctx.fail(n, "constant power beyond the range of a float (about 1e300)")

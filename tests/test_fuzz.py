@@ -78,7 +78,7 @@ def bounded(fn, *args):
 
 
 # ------------------------------------------------------------------ expressions
-NAMES = ["a", "b", "t", "n", "c", "flag", "zz", "min", "log", "select"]
+NAMES = ["x_a", "x_b", "t_s", "x_n", "algo_kind", "flag", "zz", "min", "log", "select", "n", "c"]
 FUNCS = ["min", "max", "ceil", "floor", "log", "log2", "exp", "sqrt", "abs", "if_", "select",
          "pow", "__import__", "eval"]
 NUMBERS = st.one_of(st.integers(-10, 10).map(str), st.sampled_from(
@@ -97,7 +97,7 @@ def _expr():
             st.tuples(st.sampled_from(["-", "+", "not ", "~"]), inner).map(lambda t: t[0] + t[1]),
             st.tuples(st.sampled_from(FUNCS), st.lists(inner, max_size=4)).map(
                 lambda t: f"{t[0]}({', '.join(t[1])})"),
-            st.tuples(inner, inner).map(lambda t: f"select(c, x={t[0]}, y={t[1]})"),
+            st.tuples(inner, inner).map(lambda t: f"select(algo_kind, x={t[0]}, y={t[1]})"),
             st.tuples(inner, inner, inner).map(lambda t: f"if_({t[0]} > {t[1]}, {t[1]}, {t[2]})"),
         )
     grammar = st.recursive(leaf, extend, max_leaves=25)
@@ -109,14 +109,14 @@ def _library_text(expr: str, unit: str = "1") -> str:
     return yaml.safe_dump({
         "doc": "fuzz",
         "inputs": {
-            "a": {"unit": "1", "default": 3, "doc": "a", "source": "s"},
-            "b": {"unit": "1", "default": 0.5, "doc": "b", "source": "s"},
-            "n": {"unit": "1", "default": 0, "doc": "n", "source": "s"},
-            "t": {"unit": "s", "default": 2, "doc": "t", "source": "s"},
-            "c": {"choices": ["x", "y"], "default": "y", "doc": "c", "source": "s"},
+            "x_a": {"unit": "1", "default": 3, "doc": "a", "source": "s"},
+            "x_b": {"unit": "1", "default": 0.5, "doc": "b", "source": "s"},
+            "x_n": {"unit": "1", "default": 0, "doc": "n", "source": "s"},
+            "t_s": {"unit": "s", "default": 2, "doc": "t", "source": "s"},
+            "algo_kind": {"choices": ["x", "y"], "default": "y", "doc": "c", "source": "s"},
         },
         "nodes": {
-            "flag": {"expr": "a > b", "unit": "bool", "doc": "f", "source": "s"},
+            "flag": {"expr": "x_a > x_b", "unit": "bool", "doc": "f", "source": "s"},
             "out": {"expr": expr, "unit": unit, "doc": "o", "source": "s"},
         },
     }, sort_keys=False)
@@ -130,13 +130,21 @@ def expression_answers(expr: str, unit: str = "1") -> None:
     out = np.asarray(res["out"], dtype=float)
     assert np.isfinite(out).all(), f"non-finite result {out} passed unchecked"
     try:
-        arr = model.evaluate({"a": np.array([0.0, 1.0, 2.5, 1e300]),
-                              "n": np.array([0.0, -1.0, 7.0, 0.5])})
+        arr = model.evaluate({"x_a": np.array([0.0, 1.0, 2.5, 1e300]),
+                              "x_n": np.array([0.0, -1.0, 7.0, 0.5])})
         assert np.isfinite(np.asarray(arr["out"], dtype=float)).all()
     except FlopsheetError:
         pass
     sens = Differentiator(model).gradient(res, "out")
     assert isinstance(sens.value, float)
+
+
+def test_fuzz_library_is_valid():
+    """The fuzzed formula sits in a library that builds, evaluates and differentiates
+    (otherwise every case would stop at the same early error and test nothing)."""
+    expression_answers("x_a*x_b + if_(flag, 1, 2) + select(algo_kind, x=1, y=x_n)", "1")
+    lib = build_library([("fuzz.yaml", "fuzz", _library_text("x_a*2 + t_s/t_s"))])
+    assert Model(lib).evaluate({})["out"] == 7.0
 
 
 @FUZZ
@@ -147,10 +155,10 @@ def test_fuzz_expressions(expr, unit):
 
 # ------------------------------------------------------------------ whole formula files
 _KEYS = ["doc", "inputs", "nodes", "expr", "unit", "default", "source", "choices", "bounds",
-         "integer", "display", "a", "b", "out", "<<"]
+         "integer", "display", "x_a", "x_b", "out", "<<"]
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
                      st.text(max_size=20), st.sampled_from(["80 GiB", "1", "s", "byte/s",
-                                                            "a*2", "[1, 2]", "GiB**99"]))
+                                                            "x_a*2", "[1, 2]", "GiB**99"]))
 _TREE = st.recursive(_SCALARS, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(_KEYS), inner, max_size=5)),
     max_leaves=30)
@@ -273,9 +281,10 @@ def test_fuzz_unit_strings(unit):
 #: replayed on every run. Each is (kind, text).
 CRASHES = [
     ("expr", "((10**64)**64)**64"),                           # ValueError: int str digits
-    ("expr", "a*1e300*1e300*1e300*1e300*1e300"),             # OverflowError at evaluation
-    ("expr", "max(" + ", ".join(["a"] * 300) + ")"),         # > 255 arguments
-    ("expr", "-" * 19000 + "a"),                              # MemoryError in ast.parse
+    ("expr", "x_a*1e300*1e300*1e300*1e300*1e300"),             # OverflowError at evaluation
+    ("expr", "max(" + ", ".join(["x_a"] * 300) + ")"),         # > 255 arguments
+    ("expr", "-" * 19000 + "x_a"),                              # MemoryError in ast.parse
+    ("expr", "(-8)**(1/3)"),                                  # complex constant, TypeError
     ("unit", "GiB**9**9**9"),                                 # pint hangs
     ("unit", "GiB^99"),                                       # overflow in pint
 ]
