@@ -120,6 +120,11 @@ def parse(text: str, *, file: str | None = None, line: int | None = None,
     except (RecursionError, MemoryError, OverflowError) as e:
         raise ExpressionError(f"formula cannot be built ({type(e).__name__})",
                               file=file, line=line, node=node) from None
+    if expr.has(sp.zoo, sp.nan, sp.oo, sp.S.NegativeInfinity, sp.I):
+        # sympy folds e.g. 1/select(k, x=0, y=1) into a branch `zoo`: that branch divides by
+        # zero (a spreadsheet shows #DIV/0! there), and no numeric code can be printed for it
+        raise ExpressionError("a branch of this formula folds to a constant division by zero, "
+                              "an infinity or a complex number", file=file, line=line, node=node)
     for c in expr.atoms(sp.Rational):
         if max(abs(c.p).bit_length(), c.q.bit_length()) > MAX_CONST_BITS:
             raise ExpressionError("a constant in this formula folds to a number beyond the "

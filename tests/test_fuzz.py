@@ -285,6 +285,8 @@ CRASHES = [
     ("expr", "max(" + ", ".join(["x_a"] * 300) + ")"),         # > 255 arguments
     ("expr", "-" * 19000 + "x_a"),                              # MemoryError in ast.parse
     ("expr", "(-8)**(1/3)"),                                  # complex constant, TypeError
+    ("expr", "(1/select(algo_kind, x=0, y=0))"),              # KeyError ComplexInfinity
+    ("expr", "1/if_(x_a > 1, 0, 1)"),                          # zoo in one branch
     ("unit", "GiB**9**9**9"),                                 # pint hangs
     ("unit", "GiB^99"),                                       # overflow in pint
 ]
