@@ -92,9 +92,14 @@ class Differentiator:
         fn = self._partials.get(key)
         if fn is None:
             n = self.model.lib.nodes[node]
-            d = _strip_step_derivatives(sp.diff(_argmax_form(n.expr), symbol(dep)))
-            d = d.replace(_FirstMax, sp.Max).replace(_FirstMin, sp.Min)
-            fn = self._partials[key] = compile_expr(n.deps, d)
+            try:  # sympy raises TypeError/ValueError/KeyError on some odd formulas
+                d = _strip_step_derivatives(sp.diff(_argmax_form(n.expr), symbol(dep)))
+                d = d.replace(_FirstMax, sp.Max).replace(_FirstMin, sp.Min)
+                fn = self._partials[key] = compile_expr(n.deps, d)
+            except (TypeError, ValueError, KeyError, ArithmeticError, RecursionError) as e:
+                raise FlopsheetError(f"cannot differentiate with respect to `{dep}` "
+                                     f"({type(e).__name__}: {e})", file=n.file, line=n.line,
+                                     node=node) from None
         return fn
 
     def gradient(self, result: Result, output: str) -> Sensitivity:

@@ -287,6 +287,7 @@ CRASHES = [
     ("expr", "(-8)**(1/3)"),                                  # complex constant, TypeError
     ("expr", "(1/select(algo_kind, x=0, y=0))"),              # KeyError ComplexInfinity
     ("expr", "1/if_(x_a > 1, 0, 1)"),                          # zoo in one branch
+    ("expr", "if_(0 > 1, 1, x_a)"),                            # sympy TypeError in diff
     ("unit", "GiB**9**9**9"),                                 # pint hangs
     ("unit", "GiB^99"),                                       # overflow in pint
 ]
