@@ -44,6 +44,16 @@ class Sensitivity:
         return rows[:top] if top else rows
 
 
+def _fold_constant_conditions(expr):
+    """``if_(12 < 8, a, b)``: a comparison of two constants becomes true/false before
+    differentiating (sympy re-evaluates Piecewise conditions in diff and raises TypeError
+    on an unevaluated constant comparison)."""
+    return expr.replace(
+        lambda e: isinstance(e, sp.core.relational.Relational) and e.lhs.is_Number
+        and e.rhs.is_Number,
+        lambda e: sp.true if bool(e.func(e.lhs, e.rhs)) else sp.false)
+
+
 class _Winner(sp.Function):
     """1 where argument ``i`` (0-based) is the first maximum of ``sign*args``, else 0."""
 
@@ -93,7 +103,8 @@ class Differentiator:
         if fn is None:
             n = self.model.lib.nodes[node]
             try:  # sympy raises TypeError/ValueError/KeyError on some odd formulas
-                d = _strip_step_derivatives(sp.diff(_argmax_form(n.expr), symbol(dep)))
+                d = _strip_step_derivatives(sp.diff(_argmax_form(_fold_constant_conditions(
+                    n.expr)), symbol(dep)))
                 d = d.replace(_FirstMax, sp.Max).replace(_FirstMin, sp.Min)
                 fn = self._partials[key] = compile_expr(n.deps, d)
             except (TypeError, ValueError, KeyError, ArithmeticError, RecursionError) as e:

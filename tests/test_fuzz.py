@@ -288,6 +288,7 @@ CRASHES = [
     ("expr", "(1/select(algo_kind, x=0, y=0))"),              # KeyError ComplexInfinity
     ("expr", "1/if_(x_a > 1, 0, 1)"),                          # zoo in one branch
     ("expr", "if_(0 > 1, 1, x_a)"),                            # sympy TypeError in diff
+    ("expr", "if_(0 > 0, 0, x_a)"),                            # sympy TypeError (NaN) in diff
     ("unit", "GiB**9**9**9"),                                 # pint hangs
     ("unit", "GiB^99"),                                       # overflow in pint
 ]
