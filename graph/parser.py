@@ -120,6 +120,11 @@ def parse(text: str, *, file: str | None = None, line: int | None = None,
     except (RecursionError, MemoryError, OverflowError) as e:
         raise ExpressionError(f"formula cannot be built ({type(e).__name__})",
                               file=file, line=line, node=node) from None
+    except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as e:
+        # sympy evaluates parts of some odd formulas anyway (a condition on an if_ of
+        # constants is folded and raises TypeError): refuse them with one line
+        raise ExpressionError(f"sympy cannot build this formula ({type(e).__name__}: "
+                              f"{str(e)[:100]})", file=file, line=line, node=node) from None
     if expr.has(sp.zoo, sp.nan, sp.oo, sp.S.NegativeInfinity, sp.I):
         # sympy folds e.g. 1/select(k, x=0, y=1) into a branch `zoo`: that branch divides by
         # zero (a spreadsheet shows #DIV/0! there), and no numeric code can be printed for it

@@ -72,11 +72,14 @@ def find_template(ref: str, *, near: Path | None = None) -> Path:
     bundled preset ``flopsheet run NAME`` loads.
     """
     b = bundled_templates()
+    if len(ref) > MAX_REF or "\0" in ref:
+        raise ScenarioError(f"scenario or preset name of {len(ref)} characters (the limit is "
+                            f"{MAX_REF}) or with a NUL byte")
     if is_explicit_path(ref):
         p = Path(ref).expanduser()
         if not p.is_absolute() and near is not None:
             p = near / p
-        if p.is_file():
+        if _is_file(p):
             return p
         raise ScenarioError(f"no scenario or preset file `{ref}`"
                             + (f" (looked in {near})" if near is not None and
@@ -89,12 +92,23 @@ def find_template(ref: str, *, near: Path | None = None) -> Path:
     for root in roots:
         for c in cand:
             p = (root / c)
-            if p.is_file():
+            if _is_file(p):
                 return p
     known = sorted(p.relative_to(b).as_posix()[:-5] for p in b.rglob("*.yaml"))
     short = [k.split("/", 1)[1] if k.startswith("scenarios/") else k for k in known]
     raise ScenarioError(f"no scenario or preset `{ref}`" + suggest(ref, short + known)
                         + " (see `flopsheet list templates`)")
+
+
+MAX_REF = 1024  #: longest scenario/preset reference
+
+
+def _is_file(p: Path) -> bool:
+    """``Path.is_file`` that says no instead of raising (a name too long, a loop of links)."""
+    try:
+        return p.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def is_explicit_path(ref: str) -> bool:

@@ -317,6 +317,7 @@ CRASHES = [
     ("expr", "1/if_(x_a > 1, 0, 1)"),                          # zoo in one branch
     ("expr", "if_(0 > 1, 1, x_a)"),                            # sympy TypeError in diff
     ("expr", "if_(0 > 0, 0, x_a)"),                            # sympy TypeError (NaN) in diff
+    ("expr", "if_(0 > if_(0 > 1, 1, 0), if_(0 > 1, 1, 0), 0)"),  # sympy TypeError building
     ("unit", "GiB**9**9**9"),                                 # pint hangs
     ("unit", "GiB^99"),                                       # overflow in pint
 ]

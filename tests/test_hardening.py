@@ -438,3 +438,8 @@ def test_valid_bundled_scenario_has_no_warning_and_reports_n_gpus(capsys):
     code, out, err = cli(capsys, "run", "sc21-table1-1t", "--strict")
     assert code == 0 and "warning" not in err
     assert any(ln.startswith("n_gpus ") for ln in out.splitlines())
+
+
+def test_run_xlsx_to_an_odd_path(capsys, tmp_path):
+    code, out, err = cli(capsys, "run", "--xlsx", str(tmp_path / "afile.xlsx" / "x.xlsx"))
+    assert code == 2 and "folder" in one_error_line(err) and os.listdir(tmp_path) == []
