@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
+
+from flopsheet.atomic import check_target
 
 
 def register(sub, *, run_parser, common, default_scenario: str) -> None:
@@ -84,6 +85,8 @@ def cmd_import_xlsx(args) -> int:
     from flopsheet.library import load_library
     from .xlsx_import import read_workbook
 
+    if args.output:
+        check_target(args.output)  # an odd -o path fails before reading anything
     lib = load_library(args.formulas)
     imp = read_workbook(args.workbook, lib, Model(lib))
     for w in imp.warnings:

@@ -98,6 +98,7 @@ def write(lib, folder) -> list[Path]:
     folder = Path(folder)
     written = []
     texts = pages(lib)
+    (folder / REF).mkdir(parents=True, exist_ok=True)  # the writer refuses missing folders
     for rel, text in texts.items():
         p = folder / rel
         if not p.is_file() or p.read_text(encoding="utf-8") != text:

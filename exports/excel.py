@@ -46,6 +46,7 @@ import numpy as np
 import sympy as sp
 
 from flopsheet import __version__, units
+from flopsheet.atomic import check_target
 from flopsheet.audit import origin as value_origin
 from flopsheet.audit import value_source
 from flopsheet.errors import FlopsheetError
@@ -344,6 +345,7 @@ def export_workbook(path: str | os.PathLike, lib: Library, sc: Scenario | None =
     """
     from openpyxl import Workbook
 
+    check_target(path)  # an odd -o path fails before any work
     model = model or Model(lib)
     if values is None:
         values = resolve(sc, model) if sc is not None else {}
@@ -643,7 +645,7 @@ class _Writer:
     def sensitivity(self, outs: list[str]) -> None:
         from openpyxl.comments import Comment
         from openpyxl.utils import get_column_letter
-        from flopsheet.sensitivity import Differentiator, partial_expr
+        from flopsheet.sensitivity import partial_expr
 
         lib, res = self.lib, self.result
         diff = _differentiator(self.model)  # partials compiled once per model

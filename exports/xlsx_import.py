@@ -17,6 +17,7 @@ input and the workbook cell. The result is a scenario YAML file that
 from __future__ import annotations
 
 import math
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from flopsheet.errors import FlopsheetError, InputValueError, SchemaError
+from flopsheet.errors import FlopsheetError, InputValueError, ResourceLimitError, SchemaError
 from flopsheet.evaluate import Model
 from flopsheet.library import Library
 
@@ -85,9 +86,11 @@ def read_workbook(path: str | Path, lib: Library, model: Model | None = None) ->
 
     path = Path(path)
     model = model or Model(lib)
+    check_archive(path)
     try:
         wb = load_workbook(path)  # formulas as text: tells formulas from typed numbers
-    except (OSError, InvalidFileException, KeyError, ValueError) as e:
+    except (OSError, InvalidFileException, KeyError, ValueError, zipfile.BadZipFile,
+            EOFError) as e:
         raise SchemaError(f"cannot read the workbook: {e}", file=str(path)) from None
     if INPUTS not in wb.sheetnames:
         raise SchemaError(f"no `{INPUTS}` sheet: not a flopsheet workbook", file=str(path))
@@ -204,6 +207,38 @@ def read_workbook(path: str | Path, lib: Library, model: Model | None = None) ->
         warnings.append(f"could not rebase on {original}: {e.render()}; every value is "
                         f"written out (no `use:`)")
     return imp
+
+
+#: Bounds on a workbook read back (an .xlsx is a zip: a few kB can inflate to gigabytes).
+#: flopsheet's own workbooks are ~30 entries and a few MB uncompressed.
+MAX_XLSX_BYTES = 50_000_000  #: on disk
+MAX_XLSX_ENTRIES = 2_000
+MAX_XLSX_UNCOMPRESSED = 200_000_000
+
+
+def check_archive(path: Path) -> None:
+    """Refuse a file that is not a zip, or whose entries are too many or inflate too far,
+    before openpyxl reads any of it."""
+    shown = str(path)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise SchemaError(f"cannot read the workbook: {e.strerror or e}", file=shown) from None
+    if size > MAX_XLSX_BYTES:
+        raise ResourceLimitError(f"workbook is {size:,} bytes; the limit is {MAX_XLSX_BYTES:,}",
+                                 file=shown)
+    try:
+        with zipfile.ZipFile(path) as z:
+            infos = z.infolist()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise SchemaError(f"not an .xlsx workbook (not a zip archive: {e})", file=shown) from None
+    if len(infos) > MAX_XLSX_ENTRIES:
+        raise ResourceLimitError(f"workbook archive has {len(infos):,} entries; the limit is "
+                                 f"{MAX_XLSX_ENTRIES:,}", file=shown)
+    total = sum(i.file_size for i in infos)
+    if total > MAX_XLSX_UNCOMPRESSED:
+        raise ResourceLimitError(f"workbook inflates to {total:,} bytes; the limit is "
+                                 f"{MAX_XLSX_UNCOMPRESSED:,}", file=shown)
 
 
 def _canon(formula: str) -> str:

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from . import __version__, units
+from . import __version__, checks, units
 from .audit import _plain, explain, render, show
 from .errors import FlopsheetError, UnknownNameError
 from .evaluate import Model
@@ -28,6 +28,7 @@ HEADLINE = ["step_time", "tokens_per_second", "mfu", "hfu", "model_tflops_per_gp
             "package_cost"]
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3  # a bug: anything that is not a FlopsheetError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `flopsheet ... | head`
         return 0
+    except KeyboardInterrupt:
+        print("flopsheet: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the guard: no stray traceback without --debug
+        if args.debug:
+            raise
+        what = (str(e).splitlines() or [""])[0][:200]
+        print(f"flopsheet: internal error: {type(e).__name__}: {what} (please report; "
+              f"--debug shows the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
     finally:
         units.save_table()  # unit strings parsed this run, for the next (disk cache)
 
@@ -55,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flopsheet", description=(
         "LLM training/inference performance and cost as an auditable calculation graph."))
     p.add_argument("--version", action="version", version=f"flopsheet {__version__}")
+    p.add_argument("--debug", action="store_true",
+                   help="show the Python traceback of an internal error")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     def common(sp, scenario=True):
@@ -80,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--outputs", metavar="A,B", help="names to print (default: the scenario's "
                    "report list, else the headline outputs)")
     r.add_argument("--all", action="store_true", help="print every node")
+    r.add_argument("--strict", action="store_true", help="a broken divisibility or capacity "
+                   "rule (parallel_config_valid, fits_in_memory) is an error, not a warning")
     common(r)
     r.set_defaults(func=cmd_run)
 
@@ -181,9 +196,15 @@ def cmd_run(args) -> int:
         from .cli_explore import run_grid
         return run_grid(args)
     lib, model, sc, values = _setup(args)
-    outs = _outputs(args, lib, sc)
-    res = model.evaluate(values, outputs=outs)
+    outs = checks.with_world_size(lib, _outputs(args, lib, sc))
+    res = model.evaluate(values, outputs=outs + checks.constraint_nodes(lib, outs))
     n_cfg = _n_configs(res, values)
+    warnings = checks.broken(lib, res, lambda n, v: show(lib, n, v))
+    if warnings and args.strict:
+        raise checks.ConstraintError(warnings[0] + (f" (and {len(warnings) - 1} more)"
+                                                    if len(warnings) > 1 else ""))
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if getattr(args, "xlsx", None):  # --- Excel export (issue 3) ---
         from .exports.cli_excel import run_xlsx
         run_xlsx(args, lib, model, sc, values, outputs=outs)
@@ -200,7 +221,7 @@ def cmd_run(args) -> int:
         _print_json({"scenario": sc.name, "file": sc.path, "doc": sc.doc, "configs": n_cfg,
                      "presets": sc.chain,
                      "set": {k: v.raw for k, v in sc.values.items() if v.origin == "--set"},
-                     "overridden": sorted(res.overridden), "notes": notes,
+                     "overridden": sorted(res.overridden), "notes": notes, "warnings": warnings,
                      "outputs": {n: {"value": _plain(res[n]), "unit": lib.item(n).unit,
                                      "shown": show(lib, n, res[n]) if n_cfg == 1 else None}
                                  for n in outs},
@@ -262,8 +283,10 @@ def cmd_explain(args) -> int:
         raise FlopsheetError("explain takes one configuration (no a,b,c lists in --set)")
     rec = explain(lib, res, sc, args.name, depth=None if args.depth <= 0 else args.depth)
     if args.format == "json":
-        _print_json(rec)
-    else:
+        _print_json({**rec, "scenario": sc.name, "scenario_file": sc.path, "presets": sc.chain})
+    else:  # which file the scenario name resolved to, then the presets it applied
+        print(f"scenario  {sc.name}  ({sc.path})")
+        print(f"presets   {' <- '.join(reversed(sc.chain))}\n")
         print(render(rec))
     return 0
 

@@ -226,7 +226,10 @@ def number_value(v, dim, *, file=None, line=None, node=None) -> float:
         raise InputValueError(f"`{v}` is a boolean, expected a number", file=file, line=line,
                               node=node)
     if isinstance(v, (int, float)):
-        x = float(v)
+        try:
+            x = float(v)
+        except OverflowError:
+            x = math.inf if v > 0 else -math.inf  # refused just below, with its place
     elif isinstance(v, str):
         x = units.convert_value(v, dim, file=file, line=line, node=node)
     else:

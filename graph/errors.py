@@ -29,10 +29,15 @@ class FlopsheetError(Exception):
         if self.file:
             where = f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
         who = f"{self.node}: " if self.node else ""
-        return f"{where}{who}{self.detail}"
+        # one line whatever a file held: control characters are shown escaped
+        return f"{where}{who}{self.detail}".translate(_ESCAPES)
 
     def __str__(self) -> str:
         return self.render()
+
+
+_ESCAPES = {c: repr(chr(c))[1:-1] for c in [*range(0x20), 0x7f, 0x85, 0x2028, 0x2029]
+            if chr(c) != "\t"}
 
 
 def _rebuild(cls, detail, file, line, node):
@@ -81,3 +86,11 @@ class ScenarioError(FlopsheetError):
 
 class EvaluationError(FlopsheetError):
     """A node evaluated to a non-finite number (the inputs responsible are named)."""
+
+
+class OutputPathError(FlopsheetError):
+    """An output file cannot be written (a folder, a missing or read-only folder, a full disk)."""
+
+
+class ResourceLimitError(FlopsheetError):
+    """A file asks for more than the engine will spend (size, nesting, aliases, expansions)."""

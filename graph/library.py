@@ -18,7 +18,7 @@ from .declarations import (FILE_KEYS, INPUT_KEYS, NODE_KEYS, NODE_REQUIRED,  # n
 from .errors import CycleError, DuplicateNameError, FlopsheetError, SchemaError, UnknownNameError
 from .names import check_name, suggest
 from .parser import parse
-from .yamlio import read_mapping
+from .yamlio import read_mapping, read_text
 
 
 class Library:
@@ -112,9 +112,9 @@ def load_library(root: str | Path | list | None = None) -> Library:
     digest = hashlib.sha256()
     raw = []
     for p in paths:
-        text = p.read_text(encoding="utf-8")
         rel = p.relative_to(root_path).as_posix()
         shown = f"formulas/{rel}" if bundled else str(p)
+        text = read_text(p, shown)
         digest.update(rel.encode() + b"\0" + text.encode() + b"\0")
         raw.append((shown, rel[: -len(".yaml")], text))
     key = (str(root_path), digest.hexdigest())

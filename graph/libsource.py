@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 
 from .errors import SchemaError
+from .yamlio import read_text
 
 #: Stands for the bundled formula folder in a list of roots.
 BUNDLED = "<bundled>"
@@ -38,8 +39,8 @@ def load_many(roots) -> "Library":  # noqa: F821 - see library.py
         bundled = root in (None, BUNDLED)
         base = bundled_formulas() if bundled else Path(root)
         for p, topic in _files(base):
-            text = p.read_text(encoding="utf-8")
             shown = f"formulas/{p.relative_to(base).as_posix()}" if bundled else str(p)
+            text = read_text(p, shown)
             if topic in topics:  # two files with one topic: keep both sheets apart
                 topic = f"{base.name}/{topic}"
             topics.add(topic)

@@ -54,6 +54,8 @@ MAX_TEXT = 20_000
 MAX_DEPTH = 60
 MAX_CONST_EXPONENT = 64
 MAX_LITERAL = 1e300
+MAX_ARGS = 255  #: arguments of one call (min/max), as Python before 3.7 and Excel allow
+MAX_CONST_BITS = 1000  #: numerator and denominator of a folded constant (float range: 1024)
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -123,7 +125,26 @@ def parse(text: str, *, file: str | None = None, line: int | None = None,
         raise ExpressionError(f"formula cannot be parsed ({type(e).__name__})",
                               file=file, line=line, node=node) from None
     _check_depth(tree.body, ctx)
-    expr = _build(tree.body, ctx)
+    try:
+        expr = _build(tree.body, ctx)
+    except (RecursionError, MemoryError, OverflowError) as e:
+        raise ExpressionError(f"formula cannot be built ({type(e).__name__})",
+                              file=file, line=line, node=node) from None
+    except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as e:
+        # sympy evaluates parts of some odd formulas anyway (a condition on an if_ of
+        # constants is folded and raises TypeError): refuse them with one line
+        raise ExpressionError(f"sympy cannot build this formula ({type(e).__name__}: "
+                              f"{str(e)[:100]})", file=file, line=line, node=node) from None
+    if expr.has(sp.zoo, sp.nan, sp.oo, sp.S.NegativeInfinity, sp.I):
+        # sympy folds e.g. 1/select(k, x=0, y=1) into a branch `zoo`: that branch divides by
+        # zero (a spreadsheet shows #DIV/0! there), and no numeric code can be printed for it
+        raise ExpressionError("a branch of this formula folds to a constant division by zero, "
+                              "an infinity or a complex number", file=file, line=line, node=node)
+    for c in expr.atoms(sp.Rational):
+        if max(abs(c.p).bit_length(), c.q.bit_length()) > MAX_CONST_BITS:
+            raise ExpressionError("a constant in this formula folds to a number beyond the "
+                                  "range of a float (about 1e300)", file=file, line=line,
+                                  node=node)
     return Parsed(text=src, tree=tree.body, expr=expr, names=list(ctx.names),
                   is_bool=_is_condition(tree.body, ctx))
 
@@ -198,6 +219,11 @@ def _build(n: ast.AST, ctx: _Ctx) -> sp.Basic:
             raise ctx.fail(n, f"constant exponent larger than {MAX_CONST_EXPONENT}")
         if a == 0 and b.is_Number and b < 0:
             raise ctx.fail(n, "zero raised to a negative power")
+        if a.is_Number and a < 0 and b.is_Number and not b.is_integer:
+            raise ctx.fail(n, "a negative constant raised to a fractional power is not real")
+        if a.is_Rational and b.is_Number and a != 0 and \
+                abs(float(b)) * max(abs(a.p).bit_length(), a.q.bit_length()) > 4 * MAX_CONST_BITS:
+            raise ctx.fail(n, "constant power beyond the range of a float (about 1e300)")
         return a ** b
     if isinstance(n, ast.UnaryOp):
         if isinstance(n.op, ast.USub):
@@ -257,6 +283,9 @@ def _call(n: ast.Call, ctx: _Ctx) -> sp.Basic:
         raise ctx.fail(n, f"function `{fname}` is not allowed (allowed: {allowed})")
     if any(isinstance(a, ast.Starred) for a in n.args):
         raise ctx.fail(n, "starred arguments are not allowed")
+    if len(n.args) + len(n.keywords) > MAX_ARGS:
+        raise ctx.fail(None, f"{fname}() has {len(n.args) + len(n.keywords)} arguments; the "
+                             f"limit is {MAX_ARGS}")
     if fname == "select":
         return _select(n, ctx)
     if n.keywords:

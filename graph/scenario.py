@@ -22,9 +22,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import FlopsheetError, ScenarioError
+from .errors import FlopsheetError, ResourceLimitError, ScenarioError
 from .names import suggest
-from .yamlio import read_mapping
+from .yamlio import read_mapping, read_text
 
 SCENARIO_KEYS = {"doc", "source", "use", "values", "report"}
 SET_ORIGIN = "--set"
@@ -66,26 +66,58 @@ def _shown(path: Path) -> str:
 def find_template(ref: str, *, near: Path | None = None) -> Path:
     """Resolve a scenario or preset reference to a file.
 
-    ``ref`` may be a path to a file, or a name such as ``models/gpt3-175b`` or
-    ``gpt3-175b-sc21`` (looked up beside ``near``, in its parent folder, then in
-    the bundled templates and their ``scenarios/`` folder).
+    ``ref`` is either an explicit path - it ends in ``.yaml``/``.yml`` or starts
+    with ``/``, ``./``, ``../`` or ``~`` - read as given (relative to ``near``
+    for a ``use:`` entry, else to the current folder), or a name such as
+    ``models/gpt3-175b`` or ``gpt3-175b-sc21``. A name is looked up beside
+    ``near`` and in its parent folder (the folder of the file whose ``use:``
+    names it), then in the bundled templates and their ``scenarios/`` folder;
+    never in the current folder, so a stray file there cannot change which
+    bundled preset ``flopsheet run NAME`` loads.
     """
-    cand = [ref] if ref.endswith((".yaml", ".yml")) else [ref + ".yaml", ref]
+    b = bundled_templates()
+    if len(ref) > MAX_REF or "\0" in ref:
+        raise ScenarioError(f"scenario or preset name of {len(ref)} characters (the limit is "
+                            f"{MAX_REF}) or with a NUL byte")
+    if is_explicit_path(ref):
+        p = Path(ref).expanduser()
+        if not p.is_absolute() and near is not None:
+            p = near / p
+        if _is_file(p):
+            return p
+        raise ScenarioError(f"no scenario or preset file `{ref}`"
+                            + (f" (looked in {near})" if near is not None and
+                               not Path(ref).is_absolute() else ""))
+    cand = [ref + ".yaml"]
     roots: list[Path] = []
     if near is not None:
         roots += [near, near.parent]
-    roots += [Path.cwd()]
-    b = bundled_templates()
     roots += [b, b / "scenarios"]
     for root in roots:
         for c in cand:
             p = (root / c)
-            if p.is_file():
+            if _is_file(p):
                 return p
     known = sorted(p.relative_to(b).as_posix()[:-5] for p in b.rglob("*.yaml"))
     short = [k.split("/", 1)[1] if k.startswith("scenarios/") else k for k in known]
     raise ScenarioError(f"no scenario or preset `{ref}`" + suggest(ref, dict.fromkeys(short))
                         + " (see `flopsheet list templates`)")
+
+
+MAX_REF = 1024  #: longest scenario/preset reference
+
+
+def _is_file(p: Path) -> bool:
+    """``Path.is_file`` that says no instead of raising (a name too long, a loop of links)."""
+    try:
+        return p.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_explicit_path(ref: str) -> bool:
+    """Whether a scenario reference names a file rather than a bundled template."""
+    return ref.endswith((".yaml", ".yml")) or ref.startswith(("/", "./", "../", "~"))
 
 
 def load_scenario(ref: str, sets: list[str] | None = None) -> Scenario:
@@ -95,7 +127,45 @@ def load_scenario(ref: str, sets: list[str] | None = None) -> Scenario:
     for item in sets or []:
         name, val = parse_set(item)
         sc.values[name] = Value(val, SET_ORIGIN)
+    check_configs(sc)
     return sc
+
+
+#: Most values one list of a scenario may carry (`--set a=1,2,4`, a list in `values:`).
+MAX_CONFIGS = 100_000
+
+
+def check_configs(sc: Scenario) -> int:
+    """Bound the lists of values (``--set a=1,2,4``) one scenario carries: at most
+    :data:`MAX_CONFIGS` values each (grids cross them: graph/grid.py bounds the product).
+    Returns the longest list's length."""
+    n = 1
+    for name, v in sc.values.items():
+        if not isinstance(v.raw, (list, tuple)):
+            continue
+        k = len(v.raw)
+        if k > MAX_CONFIGS:
+            file, line = _split_origin(v.origin)
+            raise ResourceLimitError(f"{k:,} values; at most {MAX_CONFIGS:,} values a list "
+                                     f"(use a sweep file)", file=file, line=line, node=name)
+        n = max(n, k)
+    return n
+
+
+def paired_lists(sc: Scenario) -> int:
+    """The number of configurations of element-by-element lists; one length or an error."""
+    n, first = 1, None
+    for name, v in sc.values.items():
+        if not isinstance(v.raw, (list, tuple)) or len(v.raw) == 1:
+            continue
+        if first is not None and len(v.raw) != n:
+            file, line = _split_origin(v.origin)
+            raise ScenarioError(f"{len(v.raw)} values, but `{first}` has {n}: lists are "
+                                f"evaluated element by element and need one length (a grid "
+                                f"crosses them: --set on the command line)", file=file,
+                                line=line, node=name)
+        n, first = len(v.raw), name
+    return n
 
 
 def parse_set(item: str) -> tuple[str, Any]:
@@ -111,9 +181,22 @@ def parse_set(item: str) -> tuple[str, Any]:
     return name, vals if len(vals) > 1 else vals[0]
 
 
+_FLOAT_MAX_INT = 2 ** 1024
+
+
+def _in_range(v):
+    """An integer beyond the float range becomes inf (refused as not finite, with its place)
+    instead of an OverflowError deep in the evaluation."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= _FLOAT_MAX_INT:
+        return float("inf") if v > 0 else float("-inf")
+    if isinstance(v, list):
+        return [_in_range(x) for x in v]
+    return v
+
+
 def _scalar(text: str):
     try:
-        return int(text)
+        return _in_range(int(text))
     except ValueError:
         pass
     try:
@@ -122,12 +205,41 @@ def _scalar(text: str):
         return text  # a choice name or a number with a unit
 
 
-def _apply(path: Path, sc: Scenario, stack: list[Path]) -> None:
+#: Deepest `use:` chain, and most preset files one scenario applies (a diamond of `use:`
+#: lists applies the shared files again on every path: 2^depth applications).
+MAX_USE_DEPTH = 32
+MAX_USE_APPLIED = 1000
+
+
+class _Loads:
+    """One scenario's file reads: each file parsed once, applications counted."""
+
+    def __init__(self):
+        self.parsed: dict[Path, tuple[dict, dict]] = {}
+        self.applied = 0
+
+    def read(self, path: Path, shown: str):
+        key = path.resolve()
+        if key not in self.parsed:
+            self.parsed[key] = read_mapping(read_text(path, shown), shown, "scenario or preset")
+        return self.parsed[key]
+
+
+def _apply(path: Path, sc: Scenario, stack: list[Path], loads: _Loads | None = None) -> None:
     shown = _shown(path)
     if path.resolve() in stack:
         loop = " -> ".join(_shown(p) for p in stack + [path.resolve()])
         raise ScenarioError(f"`use:` chain loops: {loop}", file=shown)
-    data, lines = read_mapping(path.read_text(encoding="utf-8"), shown, "scenario or preset")
+    if len(stack) >= MAX_USE_DEPTH:
+        raise ResourceLimitError(f"`use:` chain is deeper than {MAX_USE_DEPTH} files",
+                                 file=shown)
+    loads = loads if loads is not None else _Loads()
+    loads.applied += 1
+    if loads.applied > MAX_USE_APPLIED:
+        raise ResourceLimitError(f"`use:` lists apply more than {MAX_USE_APPLIED} preset files "
+                                 f"(a file reached by many paths is applied once per path)",
+                                 file=shown)
+    data, lines = loads.read(path, shown)
     for k in data:
         if k not in SCENARIO_KEYS:
             raise ScenarioError(f"unknown key `{k}`" + suggest(str(k), SCENARIO_KEYS)
@@ -144,7 +256,7 @@ def _apply(path: Path, sc: Scenario, stack: list[Path]) -> None:
             sub = find_template(ref, near=path.parent)
         except ScenarioError as e:
             raise ScenarioError(e.detail, file=shown, line=lines.get(("use",))) from None
-        _apply(sub, sc, stack + [path.resolve()])
+        _apply(sub, sc, stack + [path.resolve()], loads)
     sc.chain.append(shown)
     if not stack:  # the top file names the scenario
         sc.doc = str(data.get("doc") or "").strip()
@@ -185,7 +297,8 @@ def add_values(sc: Scenario, values, shown: str, default_source: str = "", *,
                 source += f" [{'; '.join(tags)}]"
             spread = {k: v[k] for k in SPREAD_KEYS if k in v} or None
             v = v["value"]
-        sc.values[str(name)] = Value(v, f"{shown}:{vline}" if vline else shown, source, spread)
+        sc.values[str(name)] = Value(_in_range(v), f"{shown}:{vline}" if vline else shown, source,
+                                     spread)
 
 
 def compose(name: str, shown: str, use: list[str], values: dict, *, near: Path,
@@ -201,19 +314,23 @@ def compose(name: str, shown: str, use: list[str], values: dict, *, near: Path,
     if not isinstance(use, list) or not all(isinstance(u, str) for u in use):
         raise ScenarioError("`use:` must be a list of preset names", file=shown, line=line)
     here = (near / f"{name}.point").resolve()  # stands for the caller in `use:` loop messages
+    loads = _Loads()
     for ref in use:
         try:
             sub = find_template(ref, near=near)
         except ScenarioError as e:
             raise ScenarioError(e.detail, file=shown, line=line) from None
-        _apply(sub, sc, [here])
+        _apply(sub, sc, [here], loads)
     sc.chain.append(shown)
     add_values(sc, values or {}, shown, default_source, line=line)
     return sc
 
 
 def resolve(sc: Scenario, model) -> dict[str, Any]:
-    """Encode every scenario value for ``model`` (units converted, choices checked)."""
+    """Encode every scenario value for ``model`` (units converted, choices checked). Lists
+    are evaluated element by element here, so they must have one length (grids, which cross
+    lists, encode their axes themselves: graph/grid.py)."""
+    paired_lists(sc)
     out = {}
     for name, v in sc.values.items():
         file, line = _split_origin(v.origin)
@@ -231,5 +348,5 @@ def _split_origin(origin: str):
 
 
 __all__ = ["Scenario", "Value", "load_scenario", "find_template", "resolve", "parse_set",
-           "compose", "add_values",
+           "compose", "add_values", "check_configs",
            "bundled_templates", "FlopsheetError"]

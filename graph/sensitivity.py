@@ -93,6 +93,16 @@ def _strip_step_derivatives(e: sp.Basic) -> sp.Basic:
                      and a.has(sp.ceiling, sp.floor), lambda a: sp.S.Zero)
 
 
+def _fold_constant_conditions(expr):
+    """``if_(12 < 8, a, b)``: a comparison of two constants becomes true/false before
+    differentiating (sympy re-evaluates Piecewise conditions in diff and raises TypeError
+    on an unevaluated constant comparison)."""
+    return expr.replace(
+        lambda e: isinstance(e, sp.core.relational.Relational) and e.lhs.is_Number
+        and e.rhs.is_Number,
+        lambda e: sp.true if bool(e.func(e.lhs, e.rhs)) else sp.false)
+
+
 def partial_expr(lib, node: str, dep: str) -> sp.Basic:
     """d(node)/d(dep) as a sympy expression: ceil/floor steps as 0, max/min through the first
     winning argument. Cached per library and shared by every user (the gradient here, the
@@ -102,15 +112,21 @@ def partial_expr(lib, node: str, dep: str) -> sp.Basic:
     if d is None:
         d = cache[(node, dep)] = _saved_partial(lib, node, dep)
     if d is None:
+        n = lib.nodes[node]
         forms = lib.__dict__.setdefault("_diff_forms", {})
-        form = forms.get(node)
-        if form is None:
-            form = forms[node] = _argmax_form(lib.nodes[node].expr)
-        d = _strip_step_derivatives(sp.diff(form, symbol(dep)))
-        c = _sympy_classes()
-        d = d.replace(c["_FirstMax"], sp.Max).replace(c["_FirstMin"], sp.Min)
-        # Subs(0, x, ...) left behind when step derivatives are zeroed -> its value
-        d = d.replace(lambda a: isinstance(a, sp.Subs) and a.expr.is_Number, lambda a: a.expr)
+        try:  # sympy raises TypeError/ValueError/KeyError on some odd formulas
+            form = forms.get(node)
+            if form is None:
+                form = forms[node] = _argmax_form(_fold_constant_conditions(n.expr))
+            d = _strip_step_derivatives(sp.diff(form, symbol(dep)))
+            c = _sympy_classes()
+            d = d.replace(c["_FirstMax"], sp.Max).replace(c["_FirstMin"], sp.Min)
+            # Subs(0, x, ...) left behind when step derivatives are zeroed -> its value
+            d = d.replace(lambda a: isinstance(a, sp.Subs) and a.expr.is_Number, lambda a: a.expr)
+        except (TypeError, ValueError, KeyError, ArithmeticError, RecursionError) as e:
+            raise FlopsheetError(f"cannot differentiate with respect to `{dep}` "
+                                 f"({type(e).__name__}: {e})", file=n.file, line=n.line,
+                                 node=node) from None
         cache[(node, dep)] = d
         _remember_partial(lib, node, dep, d)
     return d

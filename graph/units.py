@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import ast
 import io
+import math
 import re
 from fractions import Fraction
 from functools import lru_cache
 from typing import Mapping
 
 from .errors import UnitError
+from .unittext import check_unit_text
 
 _DEFINITIONS = """
 # base dimensions (coherent base units)
@@ -223,16 +225,20 @@ def parse_unit(text: str):
     hit = table.get(t)
     if hit is not None:
         return hit
-    if not re.fullmatch(r"[A-Za-z0-9_%µμ*/^().\s-]+", t):
-        raise ValueError(f"unit `{t}` has characters a unit cannot have")
+    check_unit_text(t)
     ureg = registry()
     try:
         u = ureg.parse_units(t.replace("^", "**"))
     except Exception as e:  # pint raises several kinds; all mean "not a unit here"
         raise ValueError(f"unknown unit `{t}` ({type(e).__name__})") from None
-    q = (1.0 * u).to_base_units()
+    try:
+        factor = float((1.0 * u).to_base_units().magnitude)
+    except (OverflowError, ZeroDivisionError, ArithmeticError) as e:
+        raise ValueError(f"unit `{t}` is out of range ({type(e).__name__})") from None
+    if not (factor > 0 and math.isfinite(factor)):
+        raise ValueError(f"unit `{t}` is out of range (its factor is {factor:g})")
     dim = Dim(ureg.get_dimensionality(u).items())
-    table[t] = out = (dim, float(q.magnitude))
+    table[t] = out = (dim, factor)
     _TABLE_DIRTY = True
     return out
 

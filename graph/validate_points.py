@@ -9,7 +9,7 @@ from typing import Any
 from .errors import ScenarioError
 from .names import suggest
 from .scenario import bundled_templates
-from .yamlio import read_mapping
+from .yamlio import read_mapping, read_text
 
 CATEGORIES = ["training", "inference", "memory", "collective", "cost"]
 FAMILY_KEYS = {"doc", "source", "category", "tolerance", "points"}
@@ -81,7 +81,7 @@ def load_family(path: Path) -> list[Point]:
     """The points of one family file (see the module docstring for its format)."""
     path = Path(path)
     shown = _shown(path)
-    data, lines = read_mapping(path.read_text(encoding="utf-8"), shown, "validation family")
+    data, lines = read_mapping(read_text(path, shown), shown, "validation family")
     _check_keys(data, FAMILY_KEYS, "a validation family", shown, 1)
     family = path.stem
     category = data.get("category")

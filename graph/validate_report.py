@@ -231,4 +231,5 @@ def write_xlsx(report: Report, categories: list[str], path: str) -> None:
     for p in report.points:
         if not p.supported:
             ws.append([p.id, p.family, p.category, p.unsupported])
-    wb.save(path)
+    from .atomic import atomic_write
+    atomic_write(path, wb.save)
