@@ -147,7 +147,7 @@ def build_grid(space: Space, gpus: int, lib, base_values: dict, axes_override=No
         if n not in lib.inputs:
             raise ScenarioError(f"search axis `{n}` is not an input" + suggest(n, lib.names()),
                                 file=space.path)
-    for g in space.expert_group:
+    for g in space.expert_group if space.expert_axis else ():
         if g not in space.factorize:
             raise ScenarioError(f"expert_axis divides `{g}`, which is not in `factorize:`",
                                 file=space.path)
