@@ -27,7 +27,7 @@ from .scenario import bundled_templates, find_template, load_scenario
 from .sweeps import make_job, where_checks
 from .yamlio import read_mapping
 
-SPACE_KEYS = {"doc", "source", "match", "factorize", "expert_axis", "axes", "checks",
+SPACE_KEYS = {"doc", "source", "match", "factorize", "expert_axis", "split", "axes", "checks",
               "maximize", "objective", "show", "breakdown"}
 DEFAULT_SPACE = "training"
 MAX_GPUS = 2**24
@@ -46,6 +46,7 @@ class Space:
     expert_axis: str | None = None
     expert_group: list[str] = field(default_factory=lambda: ["dp", "cp"])
     match: list[str] = field(default_factory=list)
+    split: dict | None = None  # {of: dp, into: [prefill_gpus, decode_gpus]}
 
 
 def bundled_spaces() -> list[Path]:
@@ -70,8 +71,9 @@ def default_maximize() -> set[str]:
 
 
 def load_space(ref: str | None = None, *, shown: str | None = None) -> Space:
+    bundled = bundled_templates() / "search" / f"{ref or DEFAULT_SPACE}.yaml"
     path = Path(ref) if ref and Path(ref).is_file() else (
-        find_template(ref) if ref else bundled_templates() / "search" / f"{DEFAULT_SPACE}.yaml")
+        bundled if bundled.is_file() else find_template(ref))  # `inference` or a path
     shown = shown or str(ref or f"templates/search/{DEFAULT_SPACE}.yaml")
     data, lines = read_mapping(path.read_text(encoding="utf-8"), shown, "search space")
     for k in data:
@@ -102,6 +104,12 @@ def load_space(ref: str | None = None, *, shown: str | None = None) -> Space:
             raise ScenarioError("`expert_axis:` is an input name or {name, divides: [inputs]}",
                                 file=shown, line=lines.get(("expert_axis",)))
         ea, group = ea["name"], [str(g) for g in ea["divides"]]
+    split = data.get("split")
+    if split is not None and not (isinstance(split, dict) and isinstance(split.get("of"), str)
+                                  and isinstance(split.get("into"), list)
+                                  and len(split["into"]) == 2):
+        raise ScenarioError("`split:` is {of: a factorized input, into: [two inputs]}",
+                            file=shown, line=lines.get(("split",)))
     for k in ("match", "maximize", "show", "breakdown"):
         if not isinstance(data.get(k) or [], list):
             raise ScenarioError(f"`{k}:` is a list of names", file=shown, line=lines.get((k,)))
@@ -113,7 +121,7 @@ def load_space(ref: str | None = None, *, shown: str | None = None) -> Space:
     return Space(shown, [str(f) for f in fac], axes, checks,
                  set(data.get("maximize") or []), data["objective"],
                  list(data.get("show") or []), list(data.get("breakdown") or []),
-                 ea, group, [str(m) for m in data.get("match") or []])
+                 ea, group, [str(m) for m in data.get("match") or []], split)
 
 
 def divisors(n: int) -> list[int]:
@@ -147,6 +155,12 @@ def build_grid(space: Space, gpus: int, lib, base_values: dict, axes_override=No
         if n not in lib.inputs:
             raise ScenarioError(f"search axis `{n}` is not an input" + suggest(n, lib.names()),
                                 file=space.path)
+    sp_ = space.split or {}
+    for n in ([sp_["of"]] if sp_ else []) + list(sp_.get("into", [])):
+        if n not in (space.factorize if n == sp_["of"] else lib.inputs):
+            raise ScenarioError(f"`split:` names `{n}`, which is not "
+                                + ("in `factorize:`" if n == sp_["of"] else "an input"),
+                                file=space.path)
     for g in space.expert_group if space.expert_axis else ():
         if g not in space.factorize:
             raise ScenarioError(f"expert_axis divides `{g}`, which is not in `factorize:`",
@@ -163,6 +177,9 @@ def build_grid(space: Space, gpus: int, lib, base_values: dict, axes_override=No
         idx = np.repeat(np.arange(len(fac)), [len(r) for r in reps])
         cols = {n: v[idx] for n, v in cols.items()}
         cols[space.expert_axis] = np.concatenate(reps)
+    if space.split:  # one replica count split every way into two pools of GPUs
+        cols = split_pools(cols, space.split["of"], space.split["into"],
+                           [n for n in space.factorize if n != space.split["of"]])
     group = [Axis(n, v.tolist(), space.path) for n, v in cols.items()]
     axes = dict(space.axes)
     for n in axes_override or {}:
@@ -173,6 +190,20 @@ def build_grid(space: Space, gpus: int, lib, base_values: dict, axes_override=No
                             f"restrict it with --where (e.g. \"{n} <= 8\")", node=n)
     axes.update(axes_override or {})
     return Grid([group] + [[Axis(n, list(v), space.path)] for n, v in axes.items()])
+
+
+def split_pools(cols: dict, of: str, into: list[str], per: list[str]) -> dict:
+    """Each row's ``of`` replicas as k + (of - k) for k = 1 .. of-1, the two pools' GPU counts
+    (replicas x the product of ``per``) in the ``into`` columns; rows of one replica go."""
+    size = np.ones(len(cols[of]), dtype=np.int64)
+    for n in per:
+        size = size * cols[n]
+    reps = [np.arange(1, int(r)) for r in cols[of]]
+    idx = np.repeat(np.arange(len(size)), [len(r) for r in reps])
+    out = {n: v[idx] for n, v in cols.items()}
+    k = np.concatenate(reps).astype(np.int64) if len(idx) else np.zeros(0, dtype=np.int64)
+    out[into[0]], out[into[1]] = k * size[idx], (cols[of][idx] - k) * size[idx]
+    return out
 
 
 @dataclass

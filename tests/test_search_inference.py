@@ -178,3 +178,19 @@ def test_a_space_file_given_with_space_is_self_contained(tmp_path):
     assert r.candidates == 4 * 3 and r.maximize and r.reasons == {"one stage": 9}
     kept = r.frame[r.frame.reason == ""]
     assert list(kept.tp) == [8, 8, 8] and list(kept.batch) == [64, 32, 16]  # largest tpot first
+
+
+def test_disaggregated_space_splits_the_replicas_into_two_pools():
+    few = {"batch": [64], "weight_dtype": ["fp8"], "kv_dtype": ["fp8"], "compute_dtype": ["fp8"],
+           "dp_attention": ["no"]}
+    r = run_search(SCEN, 16, space="disaggregated", axes=few)
+    df = r.frame
+    want = {(tp, pp, dp, k * tp * pp, (dp - k) * tp * pp)
+            for tp, pp, dp in itertools.product([1, 2, 4, 8, 16], repeat=3) if tp * pp * dp == 16
+            for k in range(1, dp)}
+    got = {tuple(int(x) for x in t) for t in
+           df[["tp", "pp", "dp", "prefill_gpus", "decode_gpus"]].itertuples(index=False)}
+    assert got == want and len(df) == len(want)  # a single replica cannot be split: no rows
+    assert r.objective == "disagg_output_tokens_per_second_per_gpu" and r.maximize
+    ok = df[df.reason == ""]
+    assert len(ok) and (np.diff(ok.disagg_output_tokens_per_second_per_gpu.to_numpy()) <= 0).all()
