@@ -72,6 +72,13 @@ def default_maximize() -> set[str]:
 
 def load_space(ref: str | None = None, *, shown: str | None = None) -> Space:
     bundled = bundled_templates() / "search" / f"{ref or DEFAULT_SPACE}.yaml"
+    if ref and not Path(ref).is_file() and not bundled.is_file():
+        try:
+            find_template(ref)
+        except ScenarioError:
+            names = [p.stem for p in bundled_spaces()]
+            raise ScenarioError(f"no search space `{ref}`" + suggest(ref, names)
+                                + f" (bundled: {', '.join(names)}; or a YAML file)") from None
     path = Path(ref) if ref and Path(ref).is_file() else (
         bundled if bundled.is_file() else find_template(ref))  # `inference` or a path
     shown = shown or str(ref or f"templates/search/{DEFAULT_SPACE}.yaml")
@@ -189,7 +196,8 @@ def build_grid(space: Space, gpus: int, lib, base_values: dict, axes_override=No
             raise GridError(f"--axis {n}: `{n}` comes from the factorizations of --gpus; "
                             f"restrict it with --where (e.g. \"{n} <= 8\")", node=n)
     axes.update(axes_override or {})
-    return Grid([group] + [[Axis(n, list(v), space.path)] for n, v in axes.items()])
+    return Grid([group] + [[Axis(n, list(v), "--axis" if n in (axes_override or {})
+                                 else space.path)] for n, v in axes.items()])
 
 
 def split_pools(cols: dict, of: str, into: list[str], per: list[str]) -> dict:
