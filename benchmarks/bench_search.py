@@ -10,9 +10,14 @@
    estimate of the limit: elementary numpy operations per configuration (sympy
    count_ops over the nodes evaluated) at the measured per-element rate of one
    numpy ufunc on a cache-sized array.
-2. End to end, cold: `flopsheet search` as a fresh process (import, load, compile,
+2. Inference throughput: the same chunk function on the serving graph (Llama-3 70B
+   on H100: output_tokens_per_second_per_gpu, tokens_per_second_per_user, ttft,
+   tpot and the memory check) over random serving layouts, batches and dtypes.
+3. End to end, cold: `flopsheet search` as a fresh process (import, load, compile,
    enumerate, evaluate, rank, print) for GPT-3 175B on 1,024 A100s and Llama 3.1
-   405B on 16,384 H100s; wall time, CPU time and peak RSS of the child.
+   405B on 16,384 H100s, and for serving (templates/search/inference.yaml) Llama-3
+   70B on 8 H100s with an SLA Pareto front and DeepSeek-V3 on 64 H100s; wall time,
+   CPU time and peak RSS of the child.
 
 The machine is shared: CPU time (user+sys) is the steadier figure; wall time is
 printed beside it.
@@ -73,6 +78,37 @@ def throughput(chunks=(10_000, 25_000, 100_000), n=200_000, repeats=3):
     limit(model, outs, best)
 
 
+def inference_throughput(n=200_000, chunk=25_000, repeats=3):
+    from flopsheet.chunks import Check, Job, model_for, run_chunk
+    from flopsheet.grid import Axis, Grid
+    from flopsheet.scenario import load_scenario, resolve
+    model = model_for(None)
+    sc = load_scenario("serve-llama3-70b-h100-sla")
+    names = ("tp", "pp", "batch", "weight_dtype", "kv_dtype", "dp_attention", "batching")
+    for k in names:
+        sc.values.pop(k, None)
+    base = resolve(sc, model)
+    rng = np.random.default_rng(0)
+    cols = {"tp": rng.choice([1, 2, 4, 8], n), "pp": rng.choice([1, 2, 4], n),
+            "batch": rng.choice([1, 4, 16, 64, 256, 1024], n),
+            "weight_dtype": rng.choice(["bf16", "fp8", "int4"], n),
+            "kv_dtype": rng.choice(["bf16", "fp8"], n), "dp_attention": rng.choice(["no"], n),
+            "batching": rng.choice(["static", "continuous"], n)}
+    grid = Grid([[Axis(k, list(v)) for k, v in cols.items()]]).encode(model)
+    outs = ["output_tokens_per_second_per_gpu", "tokens_per_second_per_user", "ttft", "tpot"]
+    job = Job(None, base, grid, outs, [Check("fits", "serving_fits_in_memory")])
+    ts = []
+    for _ in range(repeats):
+        t = time.process_time()
+        for s in range(0, n, chunk):
+            run_chunk(job, s, min(s + chunk, n))
+        ts.append(time.process_time() - t)
+    print(f"inference throughput: {', '.join(outs)} + serving_fits_in_memory, Llama-3 70B on "
+          f"H100, {n:,} random serving configurations, chunk {chunk:,}, 1 process:")
+    print(f"  {n / statistics.median(ts) / 1e3:8.0f} k configs/s per core (median CPU time of "
+          f"{repeats}: {statistics.median(ts):.3f} s)")
+
+
 def limit(model, outs, measured):
     """Elementary operations per configuration x the per-element cost of one ufunc."""
     import sympy as sp
@@ -123,13 +159,20 @@ def main(argv=None):
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}")
     throughput(repeats=a.repeats)
+    inference_throughput(repeats=a.repeats)
     if a.quick:
         return 0
     print("end to end, cold process (`flopsheet search ... --quiet`), median of "
           f"{a.repeats}:")
     for args, label in [(["gpt3-175b-sc21", "--gpus", "1024"], "GPT-3 175B / 1,024 A100"),
                         (["llama3-405b-h100-16k", "--gpus", "16384"],
-                         "Llama 3.1 405B / 16,384 H100")]:
+                         "Llama 3.1 405B / 16,384 H100"),
+                       (["serve-llama3-70b-h100-sla", "--gpus", "8", "--where",
+                         "tpot <= tpot_slo", "--where", "ttft <= ttft_slo", "--pareto",
+                         "tokens_per_second_per_user,output_tokens_per_second_per_gpu"],
+                        "serving Llama-3 70B / 8 H100, SLA Pareto"),
+                       (["serve-deepseek-v3-h100-dp-ep", "--gpus", "64"],
+                        "serving DeepSeek-V3 / 64 H100")]:
         runs = [cold(args, label) for _ in range(a.repeats)]
         print(f"    median wall {statistics.median(r[0] for r in runs):.2f} s, median CPU "
               f"{statistics.median(r[1] for r in runs):.2f} s")

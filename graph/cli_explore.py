@@ -56,8 +56,9 @@ def register(sub, *, run_parser, common) -> None:
     se.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
                     help="replace the values a search axis tries (repeatable; ranges allowed), "
                          "e.g. --axis recompute=full --axis zero_stage=0")
-    se.add_argument("--space", metavar="FILE", help="search space YAML (default "
-                    "templates/search/training.yaml)")
+    se.add_argument("--space", metavar="FILE", help="search space YAML (default: picked by "
+                    "the scenario - templates/search/inference.yaml for a serving scenario, "
+                    "training.yaml otherwise)")
     common(se)
     explore(se)
     se.set_defaults(func=cmd_search)
@@ -130,12 +131,19 @@ def _print_dropped(df):
         print(f"  dropped {k:>9,}  {reason}")
 
 
-def _pareto(args, lib, kept):
+def _maximize(maximize):
+    """Default --pareto directions: the search space's, else every bundled space's."""
+    if maximize is None:
+        from .layout_search import default_maximize
+        return default_maximize()
+    return maximize
+
+
+def _pareto(args, lib, kept, maximize=None):
     if not getattr(args, "pareto", None):
         return None
     from .pareto import front, parse_pareto
-    from .layout_search import load_space
-    objs = parse_pareto(args.pareto, lib, load_space().maximize)
+    objs = parse_pareto(args.pareto, lib, _maximize(maximize))
     for n, _ in objs:
         if n not in kept.columns:
             from .errors import FlopsheetError
@@ -147,11 +155,10 @@ def _pareto(args, lib, kept):
     return f
 
 
-def _print_front(args, lib, f, cols_shown):
+def _print_front(args, lib, f, cols_shown, maximize=None):
     from .pareto import parse_pareto
     from .runner import print_rows
-    from .layout_search import load_space
-    objs = parse_pareto(args.pareto, lib, load_space().maximize)
+    objs = parse_pareto(args.pareto, lib, _maximize(maximize))
     names = ", ".join(f"{n} ({'max' if m else 'min'})" for n, m in objs)
     print(f"\nPareto front of {names}: {len(f)} rows")
     shown = max(args.top, 10)
@@ -216,7 +223,7 @@ def cmd_search(args) -> int:
     kept = df[df["reason"] == ""]
     if args.output:
         write_table(df, args.output)
-    front = _pareto(args, lib, kept)
+    front = _pareto(args, lib, kept, r.space.maximize)
     sense = "max" if r.maximize else "min"
     if args.json:
         out = {"scenario": r.scenario.name, "gpus": args.gpus, "objective": r.objective,
@@ -227,7 +234,8 @@ def cmd_search(args) -> int:
             out["pareto"] = json.loads(front.to_json(orient="records"))
         print(json.dumps(out, indent=2))
         return 0
-    print(f"search    {r.scenario.name} on {args.gpus:,} GPUs, {sense} {r.objective}")
+    print(f"search    {r.scenario.name} on {args.gpus:,} GPUs, {sense} {r.objective}  "
+          f"(space {r.space.path})")
     print(f"{r.candidates:,} candidates, {r.feasible:,} feasible")
     _print_dropped(df)
     if not len(kept):
@@ -246,7 +254,8 @@ def cmd_search(args) -> int:
     if args.output:
         print(f"written to {args.output}")
     if front is not None:
-        _print_front(args, lib, front, list(dict.fromkeys(shown + pareto_names)))
+        _print_front(args, lib, front, list(dict.fromkeys(shown + pareto_names)),
+                     r.space.maximize)
     return 0
 
 

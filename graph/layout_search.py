@@ -1,10 +1,13 @@
 """Search: the best parallel layout of a scenario on N GPUs.
 
-The space comes from a YAML file (``templates/search/training.yaml`` by
-default): which inputs multiply to the GPU count (every ordered factorization
-is tried), the other axes and their values, the rules that drop a row (condition
-nodes or conditions in the formula language; the first broken rule is the row's
-reason), and the direction of each objective. Candidates are one grid - the
+The space comes from a YAML file in ``templates/search/`` - picked by the
+scenario (the first bundled space whose ``match:`` names a value the scenario
+sets or an output it reports; ``training.yaml`` otherwise) or given with
+``--space``. The file holds everything the search uses: which inputs multiply to
+the GPU count (every ordered factorization is tried), the other axes and their
+values, the rules that drop a row (condition nodes or conditions in the formula
+language; the first broken rule is the row's reason), and the direction of each
+objective. Candidates are one grid - the
 factorizations as one zipped group, crossed with the other axes - evaluated in
 chunks like any sweep, so Dask and progress come for free.
 """
@@ -18,14 +21,15 @@ import numpy as np
 
 from .chunks import Check, model_for
 from .errors import FlopsheetError, ScenarioError
-from .grid import DEFAULT_MAX_CONFIGS, Axis, Grid, GridError, grid_from_sets
+from .grid import DEFAULT_MAX_CONFIGS, Axis, Grid, GridError, axis_values, grid_from_sets
 from .names import suggest
 from .scenario import bundled_templates, find_template, load_scenario
 from .sweeps import make_job, where_checks
 from .yamlio import read_mapping
 
-SPACE_KEYS = {"doc", "source", "factorize", "expert_axis", "axes", "checks", "maximize",
-              "objective", "show", "breakdown"}
+SPACE_KEYS = {"doc", "source", "match", "factorize", "expert_axis", "split", "axes", "checks",
+              "maximize", "objective", "show", "breakdown"}
+DEFAULT_SPACE = "training"
 MAX_GPUS = 2**24
 
 
@@ -40,12 +44,44 @@ class Space:
     show: list[str] = field(default_factory=list)
     breakdown: list[str] = field(default_factory=list)
     expert_axis: str | None = None
+    expert_group: list[str] = field(default_factory=lambda: ["dp", "cp"])
+    match: list[str] = field(default_factory=list)
+    split: dict | None = None  # {of: dp, into: [prefill_gpus, decode_gpus]}
 
 
-def load_space(ref: str | None = None) -> Space:
+def bundled_spaces() -> list[Path]:
+    return sorted((bundled_templates() / "search").glob("*.yaml"))
+
+
+def space_for(sc) -> Space:
+    """The bundled space a scenario is searched in: the first (by file name) whose ``match:``
+    names a value the scenario sets or an output it reports; the training space otherwise."""
+    used = set(sc.values) | set(sc.report)
+    for p in bundled_spaces():
+        if p.stem != DEFAULT_SPACE:
+            sp = load_space(str(p), shown=f"templates/search/{p.name}")
+            if used & set(sp.match):
+                return sp
+    return load_space()
+
+
+def default_maximize() -> set[str]:
+    """Names maximized by default in any bundled space (`run`/`sweep` --pareto directions)."""
+    return set().union(*(load_space(str(p), shown=p.name).maximize for p in bundled_spaces()))
+
+
+def load_space(ref: str | None = None, *, shown: str | None = None) -> Space:
+    bundled = bundled_templates() / "search" / f"{ref or DEFAULT_SPACE}.yaml"
+    if ref and not Path(ref).is_file() and not bundled.is_file():
+        try:
+            find_template(ref)
+        except ScenarioError:
+            names = [p.stem for p in bundled_spaces()]
+            raise ScenarioError(f"no search space `{ref}`" + suggest(ref, names)
+                                + f" (bundled: {', '.join(names)}; or a YAML file)") from None
     path = Path(ref) if ref and Path(ref).is_file() else (
-        find_template(ref) if ref else bundled_templates() / "search" / "training.yaml")
-    shown = str(ref or "templates/search/training.yaml")
+        bundled if bundled.is_file() else find_template(ref))  # `inference` or a path
+    shown = shown or str(ref or f"templates/search/{DEFAULT_SPACE}.yaml")
     data, lines = read_mapping(path.read_text(encoding="utf-8"), shown, "search space")
     for k in data:
         if k not in SPACE_KEYS:
@@ -68,10 +104,31 @@ def load_space(ref: str | None = None) -> Space:
     if not isinstance(fac, list) or not fac:
         raise ScenarioError("`factorize:` lists the inputs whose product is the GPU count",
                             file=shown, line=lines.get(("factorize",)))
-    return Space(shown, [str(f) for f in fac], {str(k): v for k, v in axes.items()}, checks,
-                 set(data.get("maximize") or []), str(data.get("objective") or "step_time"),
+    ea = data.get("expert_axis")  # `ep`, or {name: ep, divides: [tp, dp]}
+    group = ["dp", "cp"]
+    if isinstance(ea, dict):
+        if not isinstance(ea.get("name"), str) or not isinstance(ea.get("divides"), list):
+            raise ScenarioError("`expert_axis:` is an input name or {name, divides: [inputs]}",
+                                file=shown, line=lines.get(("expert_axis",)))
+        ea, group = ea["name"], [str(g) for g in ea["divides"]]
+    split = data.get("split")
+    if split is not None and not (isinstance(split, dict) and isinstance(split.get("of"), str)
+                                  and isinstance(split.get("into"), list)
+                                  and len(split["into"]) == 2):
+        raise ScenarioError("`split:` is {of: a factorized input, into: [two inputs]}",
+                            file=shown, line=lines.get(("split",)))
+    for k in ("match", "maximize", "show", "breakdown"):
+        if not isinstance(data.get(k) or [], list):
+            raise ScenarioError(f"`{k}:` is a list of names", file=shown, line=lines.get((k,)))
+    if not isinstance(data.get("objective"), str):
+        raise ScenarioError("`objective:` names the default objective", file=shown,
+                            line=lines.get(("objective",)))
+    axes = {str(k): axis_values(v, name=str(k), file=shown, line=lines.get(("axes", k)))
+            for k, v in axes.items()}  # ranges such as "1..1024:x2" expand here
+    return Space(shown, [str(f) for f in fac], axes, checks,
+                 set(data.get("maximize") or []), data["objective"],
                  list(data.get("show") or []), list(data.get("breakdown") or []),
-                 data.get("expert_axis"))
+                 ea, group, [str(m) for m in data.get("match") or []], split)
 
 
 def divisors(n: int) -> list[int]:
@@ -105,16 +162,31 @@ def build_grid(space: Space, gpus: int, lib, base_values: dict, axes_override=No
         if n not in lib.inputs:
             raise ScenarioError(f"search axis `{n}` is not an input" + suggest(n, lib.names()),
                                 file=space.path)
+    sp_ = space.split or {}
+    for n in ([sp_["of"]] if sp_ else []) + list(sp_.get("into", [])):
+        if n not in (space.factorize if n == sp_["of"] else lib.inputs):
+            raise ScenarioError(f"`split:` names `{n}`, which is not "
+                                + ("in `factorize:`" if n == sp_["of"] else "an input"),
+                                file=space.path)
+    for g in space.expert_group if space.expert_axis else ():
+        if g not in space.factorize:
+            raise ScenarioError(f"expert_axis divides `{g}`, which is not in `factorize:`",
+                                file=space.path)
     fac = factorizations(gpus, len(space.factorize))
     cols = {n: fac[:, i] for i, n in enumerate(space.factorize)}
     experts = float(base_values.get("experts", lib.inputs["experts"].default
                                     if "experts" in lib.inputs else 0))
-    if space.expert_axis and experts > 0:  # ep over the divisors of dp*cp (the EP group)
-        inner = cols.get("dp", 1) * cols.get("cp", 1)
+    if space.expert_axis and experts > 0:  # ep over the divisors of the ranks it is taken from
+        inner = np.ones(len(fac), dtype=np.int64)
+        for g in space.expert_group:
+            inner = inner * cols.get(g, 1)
         reps = [divisors(int(x)) for x in inner]
         idx = np.repeat(np.arange(len(fac)), [len(r) for r in reps])
         cols = {n: v[idx] for n, v in cols.items()}
         cols[space.expert_axis] = np.concatenate(reps)
+    if space.split:  # one replica count split every way into two pools of GPUs
+        cols = split_pools(cols, space.split["of"], space.split["into"],
+                           [n for n in space.factorize if n != space.split["of"]])
     group = [Axis(n, v.tolist(), space.path) for n, v in cols.items()]
     axes = dict(space.axes)
     for n in axes_override or {}:
@@ -124,7 +196,22 @@ def build_grid(space: Space, gpus: int, lib, base_values: dict, axes_override=No
             raise GridError(f"--axis {n}: `{n}` comes from the factorizations of --gpus; "
                             f"restrict it with --where (e.g. \"{n} <= 8\")", node=n)
     axes.update(axes_override or {})
-    return Grid([group] + [[Axis(n, list(v), space.path)] for n, v in axes.items()])
+    return Grid([group] + [[Axis(n, list(v), "--axis" if n in (axes_override or {})
+                                 else space.path)] for n, v in axes.items()])
+
+
+def split_pools(cols: dict, of: str, into: list[str], per: list[str]) -> dict:
+    """Each row's ``of`` replicas as k + (of - k) for k = 1 .. of-1, the two pools' GPU counts
+    (replicas x the product of ``per``) in the ``into`` columns; rows of one replica go."""
+    size = np.ones(len(cols[of]), dtype=np.int64)
+    for n in per:
+        size = size * cols[n]
+    reps = [np.arange(1, int(r)) for r in cols[of]]
+    idx = np.repeat(np.arange(len(size)), [len(r) for r in reps])
+    out = {n: v[idx] for n, v in cols.items()}
+    k = np.concatenate(reps).astype(np.int64) if len(idx) else np.zeros(0, dtype=np.int64)
+    out[into[0]], out[into[1]] = k * size[idx], (cols[of][idx] - k) * size[idx]
+    return out
 
 
 @dataclass
@@ -147,10 +234,10 @@ def run_search(scenario: str, gpus: int, *, objective: str | None = None,
                axes: dict[str, list] | None = None, extra_outputs: Iterable[str] = ()
                ) -> SearchResult:
     from .runner import execute, to_frame
-    sp = load_space(space)
+    sc = load_scenario(scenario, sets)
+    sp = load_space(space) if space else space_for(sc)
     model = model_for(formulas)
     lib = model.lib
-    sc = load_scenario(scenario, sets)
     obj, maximize = objective_sense(sp, objective or sp.objective)
     if obj not in lib or getattr(lib.item(obj), "is_bool", False) or (
             obj in lib.inputs and lib.inputs[obj].is_choice):
