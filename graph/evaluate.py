@@ -56,6 +56,20 @@ class Result:
         return float(np.asarray(self.values[name]))
 
 
+def _check_shapes(names, arrays) -> None:
+    """Arrays of configurations pair element by element: their shapes must broadcast."""
+    try:
+        np.broadcast_shapes(*[np.shape(a) for a in arrays])
+    except ValueError:
+        sized = [(n, np.shape(a)) for n, a in zip(names, arrays) if np.ndim(a)]
+        first = sized[0]
+        other = next(x for x in sized if x[1] != first[1])
+        raise InputValueError(f"{len(np.ravel(np.empty(other[1])))} values, but `{first[0]}` "
+                              f"has {len(np.ravel(np.empty(first[1])))}: lists are evaluated "
+                              f"element by element and need one length (a grid crosses them: "
+                              f"--set on the command line)", node=other[0]) from None
+
+
 class Model:
     """A library compiled for evaluation (compiled once per library and reused)."""
 
@@ -239,6 +253,7 @@ class Model:
                 raise InputValueError("value " + (f"#{i} " if i is not None else "")
                                       + "is not finite", node=n)
             aargs.append(a)
+        _check_shapes(prog.leaves, aargs)
         bad: list = []
         with np.errstate(all="ignore"):
             out = prog.array(bad, aargs)

@@ -152,22 +152,6 @@ def check_configs(sc: Scenario) -> int:
     return n
 
 
-def paired_lists(sc: Scenario) -> int:
-    """The number of configurations of element-by-element lists; one length or an error."""
-    n, first = 1, None
-    for name, v in sc.values.items():
-        if not isinstance(v.raw, (list, tuple)) or len(v.raw) == 1:
-            continue
-        if first is not None and len(v.raw) != n:
-            file, line = _split_origin(v.origin)
-            raise ScenarioError(f"{len(v.raw)} values, but `{first}` has {n}: lists are "
-                                f"evaluated element by element and need one length (a grid "
-                                f"crosses them: --set on the command line)", file=file,
-                                line=line, node=name)
-        n, first = len(v.raw), name
-    return n
-
-
 def parse_set(item: str) -> tuple[str, Any]:
     """``name=value`` from the command line; ``a=1,2,4`` gives a list (a sweep)."""
     if "=" not in item:
@@ -327,10 +311,7 @@ def compose(name: str, shown: str, use: list[str], values: dict, *, near: Path,
 
 
 def resolve(sc: Scenario, model) -> dict[str, Any]:
-    """Encode every scenario value for ``model`` (units converted, choices checked). Lists
-    are evaluated element by element here, so they must have one length (grids, which cross
-    lists, encode their axes themselves: graph/grid.py)."""
-    paired_lists(sc)
+    """Encode every scenario value for ``model`` (units converted, choices checked)."""
     out = {}
     for name, v in sc.values.items():
         file, line = _split_origin(v.origin)
