@@ -14,6 +14,13 @@ endpoints equal the bundled scenarios seed-gpt-moe-1.8t-{h100,h200,b200,gb200-nv
 
     python tools/seed_study.py              # the factor table
     python tools/seed_study.py --markdown   # the same as a Markdown table
+    python tools/seed_study.py --retune     # also: each system on its own best layout (~1 min)
+
+The chain holds the layout (TP 8, PP 8, EP 16, ETP 8) fixed so that each factor is the hardware's
+alone. NVIDIA's projections do not publish their layouts and presumably tune each system; --retune
+searches the best layout of each named scenario on the same 32,768 GPUs and batch (flopsheet
+search, restricted to EP <= 16 experts, ETP 1 or 8, micro batch 1-2, ZeRO-1) and prints those
+ratios as well.
 """
 from __future__ import annotations
 
@@ -157,11 +164,46 @@ def table(rows, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
+SYSTEMS = ["a100", "h100", "h200", "b200", "gb200-nvl72"]
+RETUNE_AXES = {"etp": [1, 8], "zero_stage": [1], "micro_batch": [1, 2]}
+
+
+def retune(gpus: int = 32768) -> dict[str, dict]:
+    """The best layout of each named scenario on ``gpus`` GPUs (the library's layout search)."""
+    from flopsheet.layout_search import search
+    out = {}
+    for s in SYSTEMS:
+        df = search(f"seed-gpt-moe-1.8t-{s}", gpus, where="ep <= 16", axes=dict(RETUNE_AXES))
+        best = df.iloc[0]
+        out[s] = {"step_time": float(best["step_time"]),
+                  "layout": ", ".join(f"{k} {best[k]}" for k in
+                                      ["tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch",
+                                       "recompute"] if k in df.columns)}
+    return out
+
+
+def retune_table(best: dict[str, dict]) -> str:
+    lines = ["", "each system on its own best layout (same GPUs and batch):"]
+    for s, b in best.items():
+        lines.append(f"  {s:<12} {b['step_time']:7.2f} s   {b['layout']}")
+    pairs = [("H100 FP8 / A100 BF16", "a100", "h100", 9.0), ("HGX B200 / HGX H100", "h100", "b200", 3.0),
+             ("GB200 NVL72 / HGX H100", "h100", "gb200-nvl72", 4.0),
+             ("GB200 NVL72 / A100", "a100", "gb200-nvl72", 35.0)]
+    for label, a, b, pub in pairs:
+        r = best[a]["step_time"] / best[b]["step_time"]
+        lines.append(f"  {label:<24} model {r:5.2f}x   published {pub:4.1f}x   {100 * (r / pub - 1):+4.0f} %")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    ap.add_argument("--retune", action="store_true",
+                    help="also search each system's best layout and compare those ratios")
     args = ap.parse_args(argv)
     print(table(run(), markdown=args.markdown))
+    if args.retune:
+        print(retune_table(retune()))
     return 0
 
 
