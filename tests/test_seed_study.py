@@ -107,3 +107,13 @@ def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
     assert ratio["b200"] == pytest.approx(2.14, rel=0.02)
     assert ratio["gb200"] == pytest.approx(3.07, rel=0.02)
     assert ratio["a100"] == pytest.approx(8.52, rel=0.02)
+
+
+def test_gpt_moe_1_8t_parameter_count(model):
+    """120 layers x (16 experts x 2 x 15360 x 30720 + 4 x 15360^2) + untied 51,200-token embedding
+    and output layer = 1.9268e12 weights (biases and norms add 0.01 %): the stated assumption gives
+    1.93 T, within 7 % of NVIDIA's 1.8 T; 341 B are active per token (top-2)."""
+    r = run_scenario(model, "seed-gpt-moe-1.8t-a100")
+    hand = 120 * (16 * 2 * 15360 * 30720 + 4 * 15360**2) + 2 * 51200 * 15360
+    assert r.scalar("total_params") == pytest.approx(hand, rel=2e-4)
+    assert r.scalar("total_params") / 1.8e12 - 1 == pytest.approx(0.07, abs=0.005)
