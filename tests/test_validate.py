@@ -91,6 +91,7 @@ SUPPORTED = {
     "train-mbridge-25.11-dgx-h100-llama3.1-405b-1024gpu-fp8-cs",
     "train-mbridge-25.11-dgx-h100-qwen3-30b-a3b-16gpu-fp8-cs",
     "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs",
+    "train-mbridge-25.11-dgx-h100-gpt-oss-120b-64gpu-bf16",  # sliding window (seedstudy branch)
     "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8",
     *(f"train-mpt-{s}" for s in
       ["70b-a100_80gb-seq2048-64gpu", "30b-a100_80gb-seq2048-8gpu", "13b-a100_80gb-seq2048-8gpu",
@@ -123,12 +124,12 @@ def test_supported_points_stay_supported(points):
     supported = {p.id for p in points if p.supported and p.family not in EXTRA_FAMILIES}
     assert not SUPPORTED - supported, f"became unsupported: {sorted(SUPPORTED - supported)}"
     assert not supported - SUPPORTED, f"newly supported (add to SUPPORTED): {sorted(supported - SUPPORTED)}"
-    assert len(SUPPORTED) == 109
+    assert len(SUPPORTED) == 110
 
 
 def test_unsupported_points_give_a_reason_and_keep_their_numbers(points):
     unsupported = [p for p in points if not p.supported and p.family not in EXTRA_FAMILIES]
-    assert len(unsupported) == 1  # gpt-oss sliding window
+    assert len(unsupported) == 0  # gpt-oss (sliding window) became supported: +32.2 %
     for p in unsupported:
         assert len(p.unsupported) > 20 and p.expects, p.id  # the reason, and the measured numbers
 
@@ -236,7 +237,8 @@ def test_flop_conventions_match_the_sources(report):
     checked = 0
     for pid, errs in by_point.items():
         if "tokens_per_sec_per_gpu" in errs and "model_tflops_per_gpu" in errs \
-                and "deepseekv3" not in pid:  # MLA is approximated: its FLOPs differ on purpose
+                and "deepseekv3" not in pid \
+                and "gpt-oss" not in pid:  # MLA is approximated; gpt-oss: tests/test_attention_window.py
             ratio = (1 + errs["model_tflops_per_gpu"]) / (1 + errs["tokens_per_sec_per_gpu"])
             assert ratio == pytest.approx(1, abs=0.007), pid  # FLOPs per token agree within 0.7 %
             checked += 1
@@ -290,7 +292,7 @@ FAMILY_BOUNDS = {
     ("mpt-llm-foundry", "training"): (0.08, 0.18),      # 6.4 %, +15.9 %
     ("megatron-core-h100", "training"): (0.05, 0.10),   # 4.2 %, -9.3 % (the H100 gemm_efficiency fit set)
     ("nemo-24.07", "training"): (0.065, 0.17),          # 5.3 %, -15.4 % (the Hopper fp8_gemm_efficiency_factor fit set)
-    ("megatron-bridge", "training"): (0.14, 1.60),      # 13.4 %, +156 % (held out; was 17.4 %)
+    ("megatron-bridge", "training"): (0.16, 1.60),      # 15.3 %, +156 % (held out; 13.4 % before gpt-oss, +32.2 %, joined)
     ("nccl-tests", "collective"): (0.075, 0.25),        # 6.2 %, +22.8 %
     ("megatron-bridge-blackwell", "training"): (0.05, 0.09),  # 4.3 %, +7.3 % (Hopper constants, held out)
     ("gpt-fast", "inference"): (0.03, 0.05),            # 1.9 %, +2.5 % (the A100 serving fit set)
@@ -337,7 +339,7 @@ def test_text_report_lists_unsupported_points_and_the_summary(report):
     out = io.StringIO()
     print_text(report, CATEGORIES, file=out)
     text = out.getvalue()
-    assert text.count("unsupported: ") == 1
+    assert text.count("unsupported: ") == 0
     for c in CATEGORIES:
         assert f"\n{c} " in text
     assert "worst points:" in text
