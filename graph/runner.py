@@ -111,53 +111,25 @@ def to_frame(lib, job: Job, cols: dict[str, np.ndarray], *, keep_masked: bool = 
 
 
 def write_table(df, path: str) -> str:
-    """Write CSV, Parquet or JSON by the file's extension, atomically."""
-    p = Path(path)
-    ext = p.suffix.lower()
+    """Write CSV, Parquet or JSON by the file's extension, atomically (flopsheet.atomic)."""
+    from .atomic import atomic_write
+    ext = Path(path).suffix.lower()
     if ext not in (".csv", ".parquet", ".json"):
         raise FlopsheetError(f"`{path}`: the output must end in .csv, .parquet or .json")
-    d = p.parent if str(p.parent) else Path(".")
-    if not d.is_dir():
-        raise FlopsheetError(f"`{path}`: folder `{d}` does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if ext == ".csv":
-                f.write(df.to_csv(index=False).encode())
-            elif ext == ".json":
-                f.write(df.to_json(orient="records", indent=1).encode())
-            else:
-                out = df.copy()
-                for c in out.columns:  # categoricals round-trip as text
-                    if str(out[c].dtype) == "category":
-                        out[c] = out[c].astype(str)
-                out.to_parquet(f, index=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return str(p)
 
-
-def write_text(path: str, text: str) -> str:
-    """Write a text file atomically (temp file beside it, fsync, rename)."""
-    p = Path(path)
-    d = p.parent if str(p.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return str(p)
+    def write(tmp: Path) -> None:
+        if ext == ".csv":
+            df.to_csv(tmp, index=False)
+        elif ext == ".json":
+            tmp.write_text(df.to_json(orient="records", indent=1), encoding="utf-8")
+        else:
+            out = df.copy()
+            for c in out.columns:  # categoricals round-trip as text
+                if str(out[c].dtype) == "category":
+                    out[c] = out[c].astype(str)
+            out.to_parquet(tmp, index=False)
+    atomic_write(path, write)
+    return str(path)
 
 
 def print_rows(lib, df, columns: list[str], *, top: int, file=None) -> None:

@@ -15,9 +15,7 @@ give is stated once for the whole set in templates/validation/assumptions/vtrain
 from __future__ import annotations
 
 import csv
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,26 +104,14 @@ def render(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def main(argv: list[str]) -> int:
     text = render(read_rows())
     if "--check" in argv:
         ok = OUT.exists() and OUT.read_text(encoding="utf-8") == text
         print(f"{OUT}: {'up to date' if ok else 'stale, run tools/vtrain_family.py'}")
         return 0 if ok else 1
-    write_atomic(OUT, text)
+    from flopsheet.atomic import atomic_write
+    atomic_write(OUT, text)
     print(f"wrote {OUT} ({text.count('  train-vtrain-')} points)")
     return 0
 
