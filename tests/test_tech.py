@@ -183,3 +183,42 @@ def test_memory_generation_drives_the_derived_accelerator(model, tmp_path):
     assert r3e.scalar("tpot") < r3.scalar("tpot")
     assert r3e.scalar("memory_rate") / r3.scalar("memory_rate") == pytest.approx(1.2e12 / 819e9)
     assert r3e.scalar("package_cost") - r3.scalar("package_cost") > 5 * (24 * 18 - 16 * 15)
+
+
+# --- frequency / voltage trend of the node table ----------------------------------------------
+def test_voltage_and_frequency_rows_are_sourced_and_trend():
+    lib = load_library()
+    for q in ("supply_voltage", "relative_frequency"):
+        for n in NODES:
+            src = lib.item(f"{q}_{n}").source
+            assert "[kind: " in src and "as_of: " in src, (q, n)
+            if n in ("n2", "a16", "a14", "a10"):
+                assert "projection" in src, (q, n)
+    assert lib.item("supply_voltage").unit == "V"
+
+
+def test_frequency_scales_the_area_limit_and_voltage_explains_part_of_the_energy(model):
+    rows = {n: ev(model, ["relative_frequency", "supply_voltage", "voltage_energy_factor",
+                          "switched_capacitance_factor", "derived_area_limited_flops",
+                          "energy_per_flop"],
+                  process_node=n, compute_silicon_area="814 mm^2") for n in NODES}
+    f = [rows[n].scalar("relative_frequency") for n in NODES]
+    v = [rows[n].scalar("supply_voltage") for n in NODES]
+    assert all(b > a for a, b in zip(f, f[1:]))          # faster at the same power, node to node
+    assert all(b <= a for a, b in zip(v, v[1:]))         # Vdd never rises; it stalls at 0.75 V
+    assert rows["n5"].scalar("relative_frequency") == 1  # the calibration node
+    # hand check: N7 = 1/1.15 of N5's clock; its area limit is density ratio x clock ratio
+    n5, n7 = rows["n5"], rows["n7"]
+    assert n7.scalar("derived_area_limited_flops") / n5.scalar("derived_area_limited_flops") == \
+        pytest.approx(91.2 / 171.3 * 0.870, rel=1e-12)
+    # C V^2: a10 at 0.6 V against N5's 0.75 V keeps 0.64 of the switching energy per transition
+    assert rows["a10"].scalar("voltage_energy_factor") == pytest.approx((0.6 / 0.75) ** 2)
+    for n in NODES:
+        r = rows[n]
+        assert r.scalar("switched_capacitance_factor") * r.scalar("voltage_energy_factor") == \
+            pytest.approx(r.scalar("energy_per_flop") / n5.scalar("energy_per_flop"))
+    # the capacitance left after V^2 shrinks from N10 on (measured: 3.02 at n10 to 0.40 at a10);
+    # 16FF+ -> N10 is flat (2.98 -> 3.02): the N10 energy row is derived from N7, not measured
+    c = [rows[n].scalar("switched_capacitance_factor") for n in NODES]
+    assert all(b < a for a, b in zip(c[1:], c[2:]))
+    assert c[1] == pytest.approx(c[0], rel=0.02)
