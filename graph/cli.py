@@ -12,7 +12,7 @@ from .audit import _plain, explain, render, show
 from .errors import FlopsheetError, UnknownNameError
 from .evaluate import Model
 from .cli_scenario import add_arguments as _scenario_arguments
-from .cli_scenario import default_notes, measured_rows, scenario_from_args
+from .cli_scenario import default_notes, measured_rows, refuse_unsupported_dtype, scenario_from_args
 from .fmt import csv_text, markdown, table
 from .libsource import roots_from_args
 from .library import Library, load_library
@@ -154,6 +154,7 @@ def _setup(args):
     model = Model(lib)
     sc, args.measured = scenario_from_args(args, lib, DEFAULT_SCENARIO)
     values = resolve(sc, model)
+    refuse_unsupported_dtype(lib, sc, values)
     return lib, model, sc, values
 
 

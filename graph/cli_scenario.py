@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ScenarioError
+from .errors import FlopsheetError, InputValueError, ScenarioError
 from .names import suggest
-from .scenario import (SET_ORIGIN, Scenario, Value, _apply, bundled_templates, find_template,
-                       load_scenario, parse_set)
+from .scenario import (SET_ORIGIN, Scenario, Value, _apply, _split_origin, bundled_templates,
+                       find_template, load_scenario, parse_set)
 from .yamlio import read_mapping
 
 VALIDATION = "validation:"
@@ -131,10 +131,61 @@ def measured_rows(measured: list[Measured], lib, res) -> list[list[str]]:
     return rows
 
 
+def refuse_unsupported_dtype(lib, sc: Scenario, values: dict) -> None:
+    """Refuse a ``compute_dtype`` whose datasheet peak is 0 on a preset GPU, in one line that
+    names the preset file (and line) the zero came from, the GPU and the dtype (issue 12).
+
+    Without this the run fails later at the first node dividing by that peak, naming only the
+    node and the inputs. Derived accelerators (``accelerator_source=derived``) have their own
+    peaks and are not checked; sweeps over ``compute_dtype`` mask such rows instead.
+    """
+    if "compute_dtype" not in lib.inputs or np.ndim(values.get("compute_dtype", 0)):
+        return
+    choices = lib.inputs["compute_dtype"].choices
+    dtype = choices[int(values.get("compute_dtype", choices.index(
+        lib.inputs["compute_dtype"].default)))]
+    peak = f"peak_flops_{dtype}"
+    if peak not in lib.inputs:
+        return
+    src = lib.inputs.get("accelerator_source")
+    if src is not None and np.ndim(values.get("accelerator_source", 0)) == 0:
+        code = values.get("accelerator_source", src.choices.index(src.default))
+        if src.choices[int(code)] != "preset":
+            return
+    x = values.get(peak, lib.inputs[peak].default)
+    if np.ndim(x) or float(x) != 0:
+        return
+    v = sc.values.get(peak)
+    if v is None:
+        file, line = lib.inputs[peak].file, lib.inputs[peak].line
+        gpu, whence = "the library's default GPU", " (library default; no hardware preset sets it)"
+    else:
+        file, line = _split_origin(v.origin)
+        gpu, whence = _preset_gpu(file) or "this GPU", ""
+    ok = [c for c in choices if f"peak_flops_{c}" in lib.inputs and
+          float(np.max(values.get(f"peak_flops_{c}", lib.inputs[f"peak_flops_{c}"].default))) > 0]
+    raise InputValueError(
+        f"gives no {dtype.upper()} peak ({peak} = 0){whence}: compute_dtype {dtype} is not "
+        f"supported on {gpu} (supported here: " + (", ".join(ok) or "none") + "; or pick a GPU "
+        f"with {dtype.upper()} tensor cores)", file=file, line=line, node=peak)
+
+
+def _preset_gpu(file: str) -> str:
+    """The GPU a hardware preset describes: its ``doc`` up to the first parenthesis."""
+    path = (bundled_templates() / file[len("templates/"):] if file.startswith("templates/")
+            else Path(file))
+    try:
+        data, _ = read_mapping(path.read_text(encoding="utf-8"), path.name, "preset")
+    except (OSError, FlopsheetError):
+        return ""
+    doc = str(data.get("doc") or "").split(" (")[0].strip().rstrip(".")
+    return doc if 0 < len(doc) <= 80 else ""
+
+
 def plain(v: Any):
     a = np.asarray(v)
     return a.tolist() if a.ndim else (bool(a) if a.dtype == bool else float(a))
 
 
 __all__ = ["add_arguments", "scenario_from_args", "validation_scenario", "default_notes",
-           "measured_rows", "VALIDATION"]
+           "measured_rows", "refuse_unsupported_dtype", "VALIDATION"]

@@ -1,7 +1,7 @@
 """Units and dimensions.
 
 Convention: every value inside the graph is held in *coherent base units*:
-second, byte, FLOP, token, USD, meter, joule (and products of them, such as
+second, byte, FLOP, token, USD, meter, joule, coulomb (and products of them, such as
 byte/s, FLOP/s, W = J/s, USD/h is *not* coherent but USD/s is). A formula file
 therefore declares coherent units only (``byte``, not ``GiB``), and a formula
 never needs a conversion constant. Values typed by people (defaults, presets,
@@ -36,6 +36,7 @@ token = [token] = tok
 USD = [currency] = dollar = usd
 meter = [length] = m
 joule = [energy] = J
+coulomb = [charge] = C
 
 # decimal and binary prefixes
 yocto- = 1e-24 = y-
@@ -71,6 +72,7 @@ week = 7 * day
 year = 365.25 * day = yr
 hertz = 1 / second = Hz
 watt = joule / second = W
+volt = joule / coulomb = V
 watt_hour = watt * hour = Wh
 cent = USD / 100
 inch = 0.0254 * meter = in
@@ -146,7 +148,8 @@ _DIMLESS_NAMES = {"1", "", "count", "dimensionless"}
 
 #: Coherent unit name per base dimension, used to print dimensions.
 _BASE_NAMES = {"[time]": "s", "[information]": "byte", "[compute]": "FLOP", "[token]": "token",
-               "[currency]": "USD", "[length]": "m", "[energy]": "J"}
+               "[currency]": "USD", "[length]": "m", "[energy]": "J",
+               "[charge]": "C"}
 
 
 @lru_cache(maxsize=1)

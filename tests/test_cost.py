@@ -250,3 +250,16 @@ def test_b200_package_preset_costs_more_than_h100(model):
     assert b.scalar("bridge_count") == 1 + 8  # one die-to-die edge, one per HBM stack
     assert b.scalar("die_area") / MM2 == pytest.approx(780 + 20)
     assert 1.5 < b.scalar("accelerator_manufacturing_cost") / h.scalar("accelerator_manufacturing_cost") < 3.5
+
+
+def test_cloud_gpu_hour_price_is_tco_over_the_cloud_margin(model):
+    r = run_scenario(model, "cost-serve-llama3-70b-h100")
+    tco = r.scalar("gpu_hour_cost")
+    assert r.scalar("cloud_gpu_hour_price") == pytest.approx(tco / (1 - 0.37), rel=1e-12)
+    assert run_scenario(model, "cost-serve-llama3-70b-h100", cloud_margin=0).scalar(
+        "cloud_gpu_hour_price") == pytest.approx(tco, rel=1e-12)
+    # one 8-GPU H100 server at the 2024 data-centre presets rents near Lambda's $2.99/GPU-h list
+    # price (measured +6.0 %, templates/validation/cost-anchors.yaml); AWS's 2023 on-demand
+    # $12.29/GPU-h is ~4x the model: a shortage/on-demand premium, kept as a not-counted row
+    one = run_scenario(model, "cost-gpt3-175b-h100", tp=8, pp=1, dp=1)
+    assert one.scalar("cloud_gpu_hour_price") * 3600 == pytest.approx(2.99, rel=0.10)

@@ -139,6 +139,42 @@ def test_unsupported_compute_dtype_is_refused_by_name(model, scenario, dtype):
     assert not run(model, scenario, compute_dtype="bf16").scalar("compute_dtype_supported") is False
 
 
+@pytest.mark.parametrize("cmd, scenario, dtype, preset, gpu", [
+    ("run", "boundedness-llama2-7b-a100", "fp8", "templates/hardware/a100-sxm4-80gb.yaml:7",
+     "NVIDIA A100-SXM4-80GB"),
+    ("run", "boundedness-llama2-7b-a100", "fp4", "templates/hardware/a100-sxm4-80gb.yaml:8",
+     "NVIDIA A100-SXM4-80GB"),
+    ("explain", "boundedness-llama2-7b-h100", "fp4", "templates/hardware/h100-sxm5-80gb.yaml:",
+     "NVIDIA H100 SXM5 80GB"),
+])
+def test_cli_refusal_names_the_preset_gpu_and_dtype(capsys, cmd, scenario, dtype, preset, gpu):
+    from flopsheet.cli import main
+    argv = [cmd] + (["tpot"] if cmd == "explain" else []) + [scenario, "--set",
+                                                           f"compute_dtype={dtype}"]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1
+    assert err.startswith(f"flopsheet: error: {preset}")
+    assert f"peak_flops_{dtype} = 0" in err and f"compute_dtype {dtype} is not supported" in err
+    assert gpu in err and f"gives no {dtype.upper()} peak" in err
+    assert "fp8" not in err.split("supported here:")[1] or dtype == "fp4"  # A100 lists no fp8
+
+
+def test_cli_refusal_without_hardware_preset_names_the_library_default(capsys):
+    from flopsheet.cli import main
+    assert main(["run", "--use", "models/llama2-7b", "--set", "compute_dtype=fp8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flopsheet: error: formulas/compute/hardware.yaml:")
+    assert "library default" in err and "compute_dtype fp8 is not supported" in err
+
+
+def test_cli_does_not_refuse_fp8_on_a_derived_accelerator_or_an_fp8_gpu(capsys):
+    from flopsheet.cli import main
+    assert main(["run", "study-node-scaling-n7", "--set", "compute_dtype=fp8", "--json"]) == 0
+    assert main(["run", "boundedness-llama2-7b-h100", "--set", "compute_dtype=fp8",
+                 "--json"]) == 0
+
+
 def test_fp8_weights_halve_batch1_decode_on_h100(model):
     a = run(model, "boundedness-llama2-7b-h100", batch=1, compute_dtype="bf16", weight_dtype="bf16")
     b = run(model, "boundedness-llama2-7b-h100", batch=1, compute_dtype="fp8", weight_dtype="fp8")

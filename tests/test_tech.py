@@ -107,3 +107,118 @@ def test_derived_sram_matches_h100_calibration(model):
     r = ev(model, ["derived_sram_capacity"], process_node="n5", compute_silicon_area="814 mm^2")
     hand = 50e6 + 2 * 132 * 256 * 1024  # L2 + L1/shared + registers, bytes
     assert r.scalar("derived_sram_capacity") == pytest.approx(hand, rel=0.03)
+
+
+# --- memory generation: one table drives serving, the derived accelerator and the HBM price ---
+MEMORY_GENS = ["hbm2", "hbm2e", "hbm3", "hbm3e", "hbm4", "hbm4e", "hbm5"]
+
+
+def run_with(model, tmp_path, use, **sets):
+    """A scenario made of presets only (``use``), then ``--set`` values."""
+    from flopsheet.scenario import load_scenario, resolve
+    path = tmp_path / "sc.yaml"
+    path.write_text("doc: test\nuse: [" + ", ".join(use) + "]\n")
+    sc = load_scenario(str(path), [f"{k}={v}" for k, v in sets.items()])
+    return model.evaluate(resolve(sc, model))
+
+
+def test_every_memory_generation_is_priced_with_kind_and_year():
+    from flopsheet.scenario import find_template
+    from flopsheet.yamlio import read_mapping
+    for g in MEMORY_GENS:
+        p = find_template(f"tech/memory/{g}")
+        data, _ = read_mapping(p.read_text(), p.name, "preset")
+        price = data["values"]["hbm_price_per_gb"]
+        assert price["value"].endswith("USD/GB") and "as_of: " in price["source"], g
+        kind = price["source"].split("[kind: ")[1].split(";")[0]
+        assert kind in (("projection", "assumption") if g in ("hbm4", "hbm4e", "hbm5")
+                        else ("derived", "measured", "assumption")), g
+
+
+def test_no_node_preset_repeats_the_memory_table():
+    from flopsheet.scenario import bundled_templates
+    for p in (bundled_templates() / "tech" / "nodes").glob("*.yaml"):
+        text = p.read_text()
+        assert "use: [tech/memory/" in text, p.name
+        for dup in ("derived_hbm_stack_bandwidth", "derived_hbm_stack_capacity", "hbm_capacity:",
+                    "memory_device_"):
+            assert dup not in text, (p.name, dup)
+
+
+def test_memory_generation_moves_decode_latency_and_package_cost_on_a_preset_gpu(model, tmp_path):
+    """H100 serving Llama-3 70B with its five active stacks swapped HBM3 -> HBM3e -> HBM4:
+    TPOT falls with bandwidth while the package's HBM bill rises with capacity and price."""
+    r = {g: run_with(model, tmp_path, ["cost-serve-llama3-70b-h100", f"tech/memory/{g}"],
+                     batch=64)
+         for g in ("hbm3", "hbm3e", "hbm4")}
+    assert r["hbm3"].scalar("tpot") > r["hbm3e"].scalar("tpot") > r["hbm4"].scalar("tpot")
+    assert r["hbm3"].scalar("package_cost") < r["hbm3e"].scalar("package_cost") \
+        < r["hbm4"].scalar("package_cost")
+    # hand check: 6 stacks on the H100 package; HBM3 16 GB at 15 USD/GB, HBM3e 24 GB at 18 USD/GB
+    assert r["hbm3"].scalar("hbm_stack_cost") == pytest.approx(16e9 * 15 / 1e9)
+    assert r["hbm3e"].scalar("hbm_stack_cost") == pytest.approx(24e9 * 18 / 1e9)
+    d = r["hbm3e"].scalar("package_dies_cost") - r["hbm3"].scalar("package_dies_cost")
+    assert d == pytest.approx(6 * (24 * 18 - 16 * 15))
+    assert r["hbm3e"].scalar("serving_hbm_bandwidth") == pytest.approx(5 * 1.2e12)
+    # TP all-reduces and per-step overheads do not scale with bandwidth: TPOT falls by less than
+    # the bandwidth ratio 1.465 (measured 1.073 at batch 64, 1.13 at batch 1)
+    ratio = r["hbm3"].scalar("tpot") / r["hbm3e"].scalar("tpot")
+    assert 1.05 < ratio < 1.2e12 / 819e9
+
+
+def test_memory_generation_drives_the_derived_accelerator(model, tmp_path):
+    """One per-stack figure feeds serving, training's memory rate, capacity and HBM cost."""
+    base = ["models/llama3-70b", "hardware/h100-sxm5-80gb", "systems/dgx-h100-superpod",
+            "cost/h100-package", "cost/datacenter-2024", "tech/nodes/n5"]
+    r3 = run_with(model, tmp_path, base, tp=8, batch=32, prompt_len=1024, output_len=256)
+    r3e = run_with(model, tmp_path, base + ["tech/memory/hbm3e"], tp=8, batch=32, prompt_len=1024,
+                   output_len=256)
+    for r, bw, cap in ((r3, 819e9, 16e9), (r3e, 1.2e12, 24e9)):
+        assert r.scalar("derived_hbm_stack_bandwidth") == pytest.approx(bw)
+        assert r.scalar("derived_hbm_bandwidth") == pytest.approx(5 * bw)
+        assert r.scalar("serving_hbm_bandwidth") == r.scalar("derived_hbm_bandwidth")
+        assert r.scalar("accelerator_hbm_capacity") == pytest.approx(5 * cap)
+        assert r.scalar("serving_hbm_capacity") == r.scalar("accelerator_hbm_capacity")
+        assert r.scalar("hbm_stack_capacity") == pytest.approx(cap)
+    assert r3e.scalar("tpot") < r3.scalar("tpot")
+    assert r3e.scalar("memory_rate") / r3.scalar("memory_rate") == pytest.approx(1.2e12 / 819e9)
+    assert r3e.scalar("package_cost") - r3.scalar("package_cost") > 5 * (24 * 18 - 16 * 15)
+
+
+# --- frequency / voltage trend of the node table ----------------------------------------------
+def test_voltage_and_frequency_rows_are_sourced_and_trend():
+    lib = load_library()
+    for q in ("supply_voltage", "relative_frequency"):
+        for n in NODES:
+            src = lib.item(f"{q}_{n}").source
+            assert "[kind: " in src and "as_of: " in src, (q, n)
+            if n in ("n2", "a16", "a14", "a10"):
+                assert "projection" in src, (q, n)
+    assert lib.item("supply_voltage").unit == "V"
+
+
+def test_frequency_scales_the_area_limit_and_voltage_explains_part_of_the_energy(model):
+    rows = {n: ev(model, ["relative_frequency", "supply_voltage", "voltage_energy_factor",
+                          "switched_capacitance_factor", "derived_area_limited_flops",
+                          "energy_per_flop"],
+                  process_node=n, compute_silicon_area="814 mm^2") for n in NODES}
+    f = [rows[n].scalar("relative_frequency") for n in NODES]
+    v = [rows[n].scalar("supply_voltage") for n in NODES]
+    assert all(b > a for a, b in zip(f, f[1:]))          # faster at the same power, node to node
+    assert all(b <= a for a, b in zip(v, v[1:]))         # Vdd never rises; it stalls at 0.75 V
+    assert rows["n5"].scalar("relative_frequency") == 1  # the calibration node
+    # hand check: N7 = 1/1.15 of N5's clock; its area limit is density ratio x clock ratio
+    n5, n7 = rows["n5"], rows["n7"]
+    assert n7.scalar("derived_area_limited_flops") / n5.scalar("derived_area_limited_flops") == \
+        pytest.approx(91.2 / 171.3 * 0.870, rel=1e-12)
+    # C V^2: a10 at 0.6 V against N5's 0.75 V keeps 0.64 of the switching energy per transition
+    assert rows["a10"].scalar("voltage_energy_factor") == pytest.approx((0.6 / 0.75) ** 2)
+    for n in NODES:
+        r = rows[n]
+        assert r.scalar("switched_capacitance_factor") * r.scalar("voltage_energy_factor") == \
+            pytest.approx(r.scalar("energy_per_flop") / n5.scalar("energy_per_flop"))
+    # the capacitance left after V^2 shrinks from N10 on (measured: 3.02 at n10 to 0.40 at a10);
+    # 16FF+ -> N10 is flat (2.98 -> 3.02): the N10 energy row is derived from N7, not measured
+    c = [rows[n].scalar("switched_capacitance_factor") for n in NODES]
+    assert all(b < a for a, b in zip(c[1:], c[2:]))
+    assert c[1] == pytest.approx(c[0], rel=0.02)

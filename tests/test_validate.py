@@ -210,6 +210,7 @@ LIKE_FOR_LIKE = {
     "h100_price": "accelerator_price",
     "b200_price": "accelerator_price",
     "dgx_h100_price": "server_cost",
+    "h100_cloud_gpu_hour_price": "cloud_gpu_hour_price",  # rent = TCO / (1 - cloud margin)
 }
 
 
@@ -299,7 +300,7 @@ FAMILY_BOUNDS = {
     ("tensorrt-llm", "inference"): (0.13, 0.35),        # 11.8 %, -32.9 % (Hopper fit on its 4 7B rows)
     ("vtrain-multi", "training"): (0.05, 0.50),         # 4.7 %, -49.1 % (3.6B, tp 8, micro batch 64); was 7.0 %
     ("chip-cost", "cost"): (0.03, 0.52),                # 0.1 %, -50 % (many rows are input checks)
-    ("cost-anchors", "cost"): (0.07, 0.15),             # 4.8 %, -12.8 % (H100 price at a 75 % margin)
+    ("cost-anchors", "cost"): (0.07, 0.15),             # 6.0 %, -12.8 % (H100 price at a 75 % margin); was 4.8 % before the cloud GPU-hour row (+6.0 %)
 }
 
 
