@@ -645,6 +645,8 @@ class _Writer:
     def sensitivity(self, outs: list[str]) -> None:
         from openpyxl.comments import Comment
         from openpyxl.utils import get_column_letter
+        from sympy import sstr
+        from flopsheet.spreadsheet import s_add
         from flopsheet.sensitivity import partial_expr
 
         lib, res = self.lib, self.result
@@ -660,6 +662,12 @@ class _Writer:
             notes = [f"the Python engine could not check for non-smooth points "
                      f"({type(e).__name__}: {str(e)[:200]})"]
         cache = _PARTIALS.setdefault(lib, {})
+        fast: dict[tuple[str, str], float] = {}  # every edge's value, one generated program
+        for o in outs:  # per output scope (graph/sensitivity.py); per-edge code is the fallback
+            try:
+                fast.update(diff._partial_values(o, res, diff._scope(o, res.overridden), choice))
+            except Exception:  # noqa: BLE001 - the per-edge path below says what is wrong
+                pass
 
         # Partials: one row per edge (node -> dependency) the gradients use
         wp = self.wb.create_sheet(PARTIALS)
@@ -687,18 +695,20 @@ class _Writer:
                                            line=node.line) if expr != 0 else None
                     except ExcelPrintError as e:
                         text = e
-                    cache[key] = (expr, text)
-                expr, text = cache[key]
+                    cache[key] = (expr, text, sstr(expr, order="none"))  # unsorted: 10x faster
+                expr, text, expr_text = cache[key]
                 if expr == 0:
                     continue
                 put_text(wp, row, 1, n)
                 put_text(wp, row, 2, d)
-                args = [res[x] for x in node.deps]
-                try:
-                    with np.errstate(all="ignore"):
-                        val = float(np.asarray(diff.partial(n, d)(*args)))
-                except Exception:  # noqa: BLE001 - not even Python can evaluate it
-                    val = None
+                val = fast.get((n, d))
+                if val is None:
+                    args = [res[x] for x in node.deps]
+                    try:
+                        with np.errstate(all="ignore"):
+                            val = float(np.asarray(diff.partial(n, d)(*args)))
+                    except Exception:  # noqa: BLE001 - not even Python can evaluate it
+                        val = None
                 pval[(n, d)] = val if val is not None and math.isfinite(val) else math.nan
                 if isinstance(text, str):
                     self.formula(wp, row, 3, text, pval[(n, d)], fmt=numfmt.GENERAL)
@@ -712,7 +722,7 @@ class _Writer:
                         why = "Not available"
                     c.comment = Comment(f"{why}: {e.detail}", "flopsheet")
                     self.snapshots.append(f"d {n} / d {d} ({why.lower()})")
-                put_text(wp, row, 4, str(expr))
+                put_text(wp, row, 4, expr_text)
                 edge_row[(n, d)] = row
                 row += 1
         self.finish(wp, 4, row - 1, freeze="C3")
@@ -748,7 +758,11 @@ class _Writer:
                     continue
                 used = [u for u in users[n] if u in scopes[o]]
                 terms = [f"{cols[o]}{arow[u]}*{PARTIALS}!$C${edge_row[(u, n)]}" for u in used]
-                adj[o][n] = sum(adj[o].get(u, 0.0) * pval[(u, n)] for u in used)
+                total = 0.0
+                for k, u in enumerate(used):  # summed as the cell's `+` chain sums
+                    term = adj[o].get(u, 0.0) * pval[(u, n)]
+                    total = term if k == 0 else s_add(total, term)
+                adj[o][n] = total
                 if terms:
                     self.formula(wa, r, col, "+".join(terms), adj[o][n], fmt="General")
                 else:

@@ -101,6 +101,14 @@ def ss_floor(x):
 # ----------------------------------------------------------------- scalar forms
 # Inputs are finite floats (the generated scalar code checks before calling); anything
 # odd raises, and the caller falls back to the array path, which reports it.
+def s_add(a: float, b: float) -> float:
+    """a + b as a spreadsheet adds: operands that cancel to within 2^-48 give exactly 0
+    (LibreOffice's rtl::math::approxAdd), not the rounding residue IEEE leaves."""
+    if ((a < 0 < b) or (b < 0 < a)) and abs(a + b) < max(abs(a), abs(b)) * APPROX:
+        return 0.0
+    return a + b
+
+
 def s_round15(x: float) -> float:
     if x == 0:
         return x

@@ -171,3 +171,14 @@ def test_spreadsheet_semantics_of_comparisons_mod_and_constants():
     assert r.scalar("folded_floor") == 3
     assert r.scalar("constant_branch") == 2
     assert r.scalar("huge_log") == pytest.approx(300 * math.log(10))
+
+
+def test_spreadsheet_addition_snaps_cancelling_operands_to_zero():
+    # LibreOffice's approxAdd: a sum whose operands cancel to within 2^-48 is exactly 0, so the
+    # workbook's cached Adjoints values equal what LibreOffice recalculates
+    from flopsheet.spreadsheet import s_add
+    a = 4.7e6
+    b = -(a + a * 2.0 ** -50)  # differs from -a by a residue far below 2^-48 of a
+    assert a + b != 0 and s_add(a, b) == 0.0
+    assert s_add(1.0, 2.0) == 3.0 and s_add(1.0, -0.5) == 0.5
+    assert s_add(a, -a * (1 - 2.0 ** -40)) != 0.0  # a real difference stays
