@@ -340,7 +340,7 @@ def cmd_sensitivity(args) -> int:
         print(f"({hidden} more; --top 0 for all)")
     if sens.nonsmooth:
         print("\nnon-smooth here:")
-        for note in sens.nonsmooth:
+        for note in dict.fromkeys(sens.nonsmooth):  # one line per distinct point
             print(f"  - {note}")
     return 0
 

@@ -5,7 +5,8 @@ An elasticity (% per %) is zero for an input whose value is zero (an overlap fra
 0, an fp8 peak on a GPU without fp8) even when a small change of it would move the output a
 lot. The typical change of an input is 10 % of its value; for a zero value, 10 % of its
 allowed range when both bounds are finite, one step for a whole number, 10 % of its
-library default, else one unit. The effect is the first-order change of the output for that
+library default, else one unit for a count; a quantity with a unit that is 0 here and by
+default with an open range has no scale and ranks last. The effect is the first-order change of the output for that
 change (exact derivative times the change), also as a fraction of the output.
 """
 from __future__ import annotations
@@ -43,7 +44,11 @@ def typical_change(item, x: float) -> tuple[float, str]:
     d = getattr(item, "default", 0)
     if isinstance(d, (int, float)) and d != 0 and math.isfinite(d):
         return STEP * abs(d), "10 % of its default"
-    return 1.0, "one unit"
+    if getattr(item, "unit", "1") in ("1", ""):
+        return 1.0, "one unit"
+    # a quantity with a unit, 0 here and by default, no bounded range: no scale to judge a
+    # typical change by (one m^2 of I/O die is no typical change); ranked last, derivative shown
+    return math.nan, "no scale (0 here and by default, range open)"
 
 
 def impacts(lib, result, sens) -> list[Impact]:
@@ -58,7 +63,8 @@ def impacts(lib, result, sens) -> list[Impact]:
         if el is not None and (x == 0 or y == 0 or not math.isfinite(el)):
             el = None
         out.append(Impact(n, x, dx, why, d, el, eff, eff / y if y else None))
-    out.sort(key=lambda i: (-abs(i.effect) if math.isfinite(i.effect) else 0.0, i.name))
+    out.sort(key=lambda i: (not math.isfinite(i.effect),
+                            -abs(i.effect) if math.isfinite(i.effect) else 0.0, i.name))
     return out
 
 
