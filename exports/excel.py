@@ -233,6 +233,54 @@ def _differentiator(model: Model):
     return d
 
 
+#: Prefix of a stored partial whose Excel text could not be printed (the reason follows).
+_UNPRINTABLE = "\0unprintable: "
+
+
+def _printed_partial(expr, choices, node, sstr) -> tuple[bool, str, str]:
+    """(is zero, Excel formula text or the reason it has none, sympy text) of one partial."""
+    if expr == 0:
+        return (True, "", "0")
+    try:
+        text = print_sympy(expr, choices=choices, node=node.name, file=node.file,
+                           line=node.line)
+    except ExcelPrintError as e:
+        text = _UNPRINTABLE + e.detail
+    return (False, text, sstr(expr, order="none"))  # unsorted: 10x faster than str()
+
+
+class _TextCache:
+    """Printed Excel text kept on disk between exports (HMAC-checked JSON via
+    graph/diskcache.py, keyed by the formulas and this printer's source; every entry is
+    checked again on load, and anything unexpected is printed anew)."""
+
+    def __init__(self, lib, kind: str, width: int):
+        import hashlib
+        from flopsheet import diskcache
+        from . import printer
+        src = b"".join(Path(f).read_bytes() for f in (__file__, printer.__file__))
+        self.key = diskcache.key(kind, lib.digest_full + hashlib.sha256(src).hexdigest())
+        self.width, self.dirty = width, False
+        rec = diskcache.load(self.key)
+        self.items: dict[str, list] = {}
+        if isinstance(rec, dict) and all(isinstance(v, list) and len(v) == width
+                                         for v in rec.values()):
+            self.items = rec
+
+    def get(self, key: str, make) -> list:
+        hit = self.items.get(key)
+        if hit is None:
+            hit = self.items[key] = list(make())
+            self.dirty = True
+        return hit
+
+    def save(self) -> None:
+        if self.dirty:
+            from flopsheet import diskcache
+            diskcache.save(self.key, self.items)
+            self.dirty = False
+
+
 def default_date() -> str:
     """Export date (UTC, ISO); ``SOURCE_DATE_EPOCH`` fixes it for reproducible files."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
@@ -258,6 +306,10 @@ NEAR_TIE = 1e-13
 _TIE_PROBES: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDictionary()
 
 
+#: Formula text that may hold a comparison or MOD (select's `name=value` is a single `=`).
+_COMPARES = re.compile(r"[<>%]|==|!=")
+
+
 def near_ties(lib: Library, result: Result) -> dict[str, str]:
     """Nodes whose formula, at these values, compares two nearly equal numbers (``==``,
     ``<`` ... on a near-tie) or takes ``%`` of a near-integer quotient. flopsheet decides these
@@ -271,6 +323,8 @@ def near_ties(lib: Library, result: Result) -> dict[str, str]:
         if name in result.overridden:
             continue
         node = lib.nodes[name]
+        if name not in probes and not _COMPARES.search(node.expr_text):
+            probes[name] = []  # no comparison and no %: nothing to probe, no parse needed
         if name not in probes:
             found = []
             for atom in sp.preorder_traversal(node.expr):
@@ -300,10 +354,6 @@ def near_ties(lib: Library, result: Result) -> dict[str, str]:
                     out[name] = f"`{text}` divides to {q!r}, an integer to 13 digits"
                     break
     return out
-
-
-#: Library -> {(node, dependency): (sympy partial, Excel text or the print error)}.
-_PARTIALS: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDictionary()
 
 
 def _diff_form(expr):
@@ -380,6 +430,8 @@ def export_workbook(path: str | os.PathLike, lib: Library, sc: Scenario | None =
     from .xlsx_charts import charts_sheet
     charts_sheet(w, outs)
     w.about(outs, sens_outs, date or default_date())
+    if w.texts is not None:
+        w.texts.save()
     from .xlsx_layout import fit_columns, print_setup
     for ws in wb.worksheets:
         fit_columns(ws)
@@ -404,6 +456,7 @@ class _Writer:
         from openpyxl.styles import Font, PatternFill
         self.wb, self.lib, self.sc, self.model, self.result = wb, lib, sc, model, result
         self.sheet_of_topic = names
+        self.texts: _TextCache | None = None  # printed node formulas (node_text)
         self.cells: dict[str, tuple[str, str]] = {}
         self.n_formulas = 0
         self.snapshots: list[str] = []
@@ -567,6 +620,21 @@ class _Writer:
         return dv
 
     # --------------------------------------------------------- formula sheets
+    def node_text(self, n: str) -> tuple[str, str]:
+        """(Excel formula, formula as written) of node ``n``, printed once and kept on disk
+        (parsing and printing every formula was half of an export)."""
+        if self.texts is None:
+            self.texts = _TextCache(self.lib, "xlsx-formulas", 2)
+        node = self.lib.nodes[n]
+
+        def make():
+            return (print_tree(node.parsed.tree, choices=self.choices, node=n,
+                               file=node.file, line=node.line), node.parsed.text)
+        excel, written = self.texts.get(n, make)
+        if not (isinstance(excel, str) and isinstance(written, str)):
+            excel, written = make()  # not what we wrote
+        return excel, written
+
     def formula_sheet(self, f) -> None:
         from openpyxl.comments import Comment
         lib, res = self.lib, self.result
@@ -593,8 +661,7 @@ class _Writer:
                                     f"the formula {replaced}", "flopsheet")
                 put_text(ws, row, 7, f"overridden: {org}")
             else:
-                text = print_tree(node.parsed.tree, choices=self.choices, node=n,
-                                  file=node.file, line=node.line)
+                text, _ = self.node_text(n)
                 c = self.formula(ws, row, 2, text, v, named="Calculation", fmt=fmt)
                 put_text(ws, row, 7, "formula")
                 if n in self.ties:
@@ -607,7 +674,7 @@ class _Writer:
             self.name(ws, n, coord)
             put_text(ws, row, 3, node.unit)
             self.display_cells(ws, row, 4, n, node)
-            put_text(ws, row, 6, node.parsed.text)
+            put_text(ws, row, 6, self.node_text(n)[1])
             put_text(ws, row, 8, node.doc)
             put_text(ws, row, 9, node.source)
             put_text(ws, row, 10, f"{node.file}:{node.line}")
@@ -661,7 +728,7 @@ class _Writer:
         except Exception as e:  # noqa: BLE001 - the sheet stays useful without the notes
             notes = [f"the Python engine could not check for non-smooth points "
                      f"({type(e).__name__}: {str(e)[:200]})"]
-        cache = _PARTIALS.setdefault(lib, {})
+        cache = _TextCache(lib, "xlsx-partials", 3)
         fast: dict[tuple[str, str], float] = {}  # every edge's value, one generated program
         for o in outs:  # per output scope (graph/sensitivity.py); per-edge code is the fallback
             try:
@@ -687,17 +754,13 @@ class _Writer:
             for d in node.deps:
                 if d in choice or d in pinned or (d in lib.nodes and lib.nodes[d].is_bool):
                     continue
-                key = (n, d)
-                if key not in cache:
-                    expr = partial_expr(lib, n, d)  # shared with the gradient (graph/sensitivity.py)
-                    try:
-                        text = print_sympy(expr, choices=self.choices, node=n, file=node.file,
-                                           line=node.line) if expr != 0 else None
-                    except ExcelPrintError as e:
-                        text = e
-                    cache[key] = (expr, text, sstr(expr, order="none"))  # unsorted: 10x faster
-                expr, text, expr_text = cache[key]
-                if expr == 0:
+                zero, text, expr_text = cache.get(f"{n}\0{d}", lambda: _printed_partial(
+                    partial_expr(lib, n, d), self.choices, node, sstr))
+                if not (isinstance(zero, bool) and isinstance(text, str)
+                        and isinstance(expr_text, str)):  # not what we wrote: print anew
+                    zero, text, expr_text = _printed_partial(partial_expr(lib, n, d),
+                                                             self.choices, node, sstr)
+                if zero:
                     continue
                 put_text(wp, row, 1, n)
                 put_text(wp, row, 2, d)
@@ -710,10 +773,10 @@ class _Writer:
                     except Exception:  # noqa: BLE001 - not even Python can evaluate it
                         val = None
                 pval[(n, d)] = val if val is not None and math.isfinite(val) else math.nan
-                if isinstance(text, str):
+                if not text.startswith(_UNPRINTABLE):
                     self.formula(wp, row, 3, text, pval[(n, d)], fmt=numfmt.GENERAL)
                 else:
-                    e = text
+                    e = ExcelPrintError(text[len(_UNPRINTABLE):])
                     if val is not None and math.isfinite(val):
                         c = put_number(wp, row, 3, val, fill=self.snap_fill)
                         why = "Snapshot at export, not a live formula"
@@ -726,6 +789,7 @@ class _Writer:
                 edge_row[(n, d)] = row
                 row += 1
         self.finish(wp, 4, row - 1, freeze="C3")
+        cache.save()
 
         # Adjoints: d output / d x for every x in scope, accumulated in reverse order
         wa = self.wb.create_sheet(ADJOINTS)
