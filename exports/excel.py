@@ -34,16 +34,13 @@ formulas, whatever they start with (``=``, ``+``, ``-``, ``@``): a hostile
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import os
 import re
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
-import sympy as sp
 
 from flopsheet import __version__, units
 from flopsheet.atomic import check_target
@@ -52,12 +49,13 @@ from flopsheet.audit import value_source
 from flopsheet.errors import FlopsheetError
 from flopsheet.evaluate import Model, Result
 from flopsheet.library import Library
-from flopsheet.parser import symbol
 from flopsheet.scenario import Scenario, resolve
 
 from . import numfmt
 from .atomic import atomic_path
-from .printer import ExcelPrintError, check_choices, number, print_sympy, print_tree
+from .printer import ExcelPrintError, check_choices, number, print_tree
+from .xlsx_textcache import TextCache
+from .xlsx_ties import near_ties
 from .xlsx_cache import add_cached_values
 
 #: Sheet names the exporter uses itself (formula sheets never take them).
@@ -221,66 +219,6 @@ def _per(lib: Library, out: str, inp: str) -> str:
     return o if i == "1" else f"{o} per {i}"
 
 
-_DIFFS: "weakref.WeakKeyDictionary[Model, Any]" = weakref.WeakKeyDictionary()
-
-
-def _differentiator(model: Model):
-    """One Differentiator per model, so repeated exports reuse its compiled partials."""
-    from flopsheet.sensitivity import Differentiator
-    d = _DIFFS.get(model)
-    if d is None:
-        d = _DIFFS[model] = Differentiator(model)
-    return d
-
-
-#: Prefix of a stored partial whose Excel text could not be printed (the reason follows).
-_UNPRINTABLE = "\0unprintable: "
-
-
-def _printed_partial(expr, choices, node, sstr) -> tuple[bool, str, str]:
-    """(is zero, Excel formula text or the reason it has none, sympy text) of one partial."""
-    if expr == 0:
-        return (True, "", "0")
-    try:
-        text = print_sympy(expr, choices=choices, node=node.name, file=node.file,
-                           line=node.line)
-    except ExcelPrintError as e:
-        text = _UNPRINTABLE + e.detail
-    return (False, text, sstr(expr, order="none"))  # unsorted: 10x faster than str()
-
-
-class _TextCache:
-    """Printed Excel text kept on disk between exports (HMAC-checked JSON via
-    graph/diskcache.py, keyed by the formulas and this printer's source; every entry is
-    checked again on load, and anything unexpected is printed anew)."""
-
-    def __init__(self, lib, kind: str, width: int):
-        import hashlib
-        from flopsheet import diskcache
-        from . import printer
-        src = b"".join(Path(f).read_bytes() for f in (__file__, printer.__file__))
-        self.key = diskcache.key(kind, lib.digest_full + hashlib.sha256(src).hexdigest())
-        self.width, self.dirty = width, False
-        rec = diskcache.load(self.key)
-        self.items: dict[str, list] = {}
-        if isinstance(rec, dict) and all(isinstance(v, list) and len(v) == width
-                                         for v in rec.values()):
-            self.items = rec
-
-    def get(self, key: str, make) -> list:
-        hit = self.items.get(key)
-        if hit is None:
-            hit = self.items[key] = list(make())
-            self.dirty = True
-        return hit
-
-    def save(self) -> None:
-        if self.dirty:
-            from flopsheet import diskcache
-            diskcache.save(self.key, self.items)
-            self.dirty = False
-
-
 def default_date() -> str:
     """Export date (UTC, ISO); ``SOURCE_DATE_EPOCH`` fixes it for reproducible files."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
@@ -298,91 +236,6 @@ def default_outputs(lib: Library, sc: Scenario | None) -> list[str]:
     return [n for n in HEADLINE if n in lib]
 
 
-#: Closeness under which spreadsheets and Python may disagree: LibreOffice treats numbers
-#: within 2**-48 (3.6e-15) relative as equal in comparisons and snaps near-integer quotients
-#: in MOD; Excel compares to 15 significant digits. Flag a margin above that.
-NEAR_TIE = 1e-13
-
-_TIE_PROBES: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDictionary()
-
-
-#: Formula text that may hold a comparison or MOD (select's `name=value` is a single `=`).
-_COMPARES = re.compile(r"[<>%]|==|!=")
-
-
-def near_ties(lib: Library, result: Result) -> dict[str, str]:
-    """Nodes whose formula, at these values, compares two nearly equal numbers (``==``,
-    ``<`` ... on a near-tie) or takes ``%`` of a near-integer quotient. flopsheet decides these
-    as LibreOffice does (equal within 2^-48, graph/evaluate.py); another spreadsheet program
-    may round differently and take the other branch. Returns node -> explanation."""
-    from flopsheet.evaluate import compile_expr
-    probes = _TIE_PROBES.setdefault(lib, {})
-    choice_syms = {symbol(n) for n, i in lib.inputs.items() if i.is_choice}
-    out: dict[str, str] = {}
-    for name in lib.order:
-        if name in result.overridden:
-            continue
-        node = lib.nodes[name]
-        if name not in probes and not _COMPARES.search(node.expr_text):
-            probes[name] = []  # no comparison and no %: nothing to probe, no parse needed
-        if name not in probes:
-            found = []
-            for atom in sp.preorder_traversal(node.expr):
-                if isinstance(atom, sp.core.relational.Relational) and not (
-                        atom.free_symbols & choice_syms):
-                    found.append(("cmp", str(atom), compile_expr(node.deps, atom.lhs),
-                                  compile_expr(node.deps, atom.rhs)))
-                elif isinstance(atom, sp.Mod):
-                    found.append(("mod", str(atom), compile_expr(node.deps, atom.args[0]),
-                                  compile_expr(node.deps, atom.args[1])))
-            probes[name] = found
-        if not probes[name]:
-            continue
-        args = [result.values[d] for d in node.deps]
-        for kind, text, fa, fb in probes[name]:
-            with np.errstate(all="ignore"):
-                a, b = float(np.asarray(fa(*args))), float(np.asarray(fb(*args)))
-            if not (math.isfinite(a) and math.isfinite(b)):
-                continue
-            if kind == "cmp":
-                if a != b and abs(a - b) <= NEAR_TIE * max(abs(a), abs(b)):
-                    out[name] = (f"`{text}` compares {a!r} with {b!r}, equal to 13 digits")
-                    break
-            elif b != 0:
-                q = a / b
-                if q != round(q) and abs(q - round(q)) <= NEAR_TIE * max(1.0, abs(q)):
-                    out[name] = f"`{text}` divides to {q!r}, an integer to 13 digits"
-                    break
-    return out
-
-
-def _diff_form(expr):
-    """The form the engine differentiates (max/min replaced by first-winner functions)."""
-    from flopsheet import sensitivity as S
-    argmax = getattr(S, "_argmax_form", None)
-    return argmax(expr) if argmax else expr
-
-
-def _partial_expr(form, dep: str):
-    """d expr / d dep exactly as the engine's Differentiator forms it (graph/sensitivity.py):
-    ceil/floor steps as 0, max/min through the first winning argument. ``form`` is
-    :func:`_diff_form` of the expression."""
-    from flopsheet import sensitivity as S
-    d = S._strip_step_derivatives(sp.diff(form, symbol(dep)))
-    for name, back in (("_FirstMax", sp.Max), ("_FirstMin", sp.Min)):
-        cls = getattr(S, name, None)
-        if cls is not None:
-            d = d.replace(cls, back)
-    return _clean(d)
-
-
-def _clean(expr):
-    """``Subs(0, x, ...)`` left behind when step derivatives are zeroed -> its value."""
-    return expr.replace(lambda a: isinstance(a, sp.Subs) and a.expr.is_Number,
-                        lambda a: a.expr)
-
-
-# ----------------------------------------------------------------------- export
 def export_workbook(path: str | os.PathLike, lib: Library, sc: Scenario | None = None, *,
                     model: Model | None = None, values: Mapping[str, Any] | None = None,
                     outputs: Iterable[str] | None = None, sensitivity: bool = True,
@@ -456,7 +309,7 @@ class _Writer:
         from openpyxl.styles import Font, PatternFill
         self.wb, self.lib, self.sc, self.model, self.result = wb, lib, sc, model, result
         self.sheet_of_topic = names
-        self.texts: _TextCache | None = None  # printed node formulas (node_text)
+        self.texts: TextCache | None = None  # printed node formulas (node_text)
         self.cells: dict[str, tuple[str, str]] = {}
         self.n_formulas = 0
         self.snapshots: list[str] = []
@@ -624,7 +477,7 @@ class _Writer:
         """(Excel formula, formula as written) of node ``n``, printed once and kept on disk
         (parsing and printing every formula was half of an export)."""
         if self.texts is None:
-            self.texts = _TextCache(self.lib, "xlsx-formulas", 2)
+            self.texts = TextCache(self.lib, "xlsx-formulas", 2)
         node = self.lib.nodes[n]
 
         def make():
@@ -710,182 +563,8 @@ class _Writer:
 
     # ------------------------------------------------------------ Sensitivity
     def sensitivity(self, outs: list[str]) -> None:
-        from openpyxl.comments import Comment
-        from openpyxl.utils import get_column_letter
-        from sympy import sstr
-        from flopsheet.spreadsheet import s_add
-        from flopsheet.sensitivity import partial_expr
-
-        lib, res = self.lib, self.result
-        diff = _differentiator(self.model)  # partials compiled once per model
-        choice = set(self.choices)
-        pinned = {n for n, i in lib.inputs.items()
-                  if i.bounds[0] is not None and i.bounds[0] == i.bounds[1]}
-        scopes = {o: lib.ancestors(o) | {o} for o in outs}
-        union = set().union(*scopes.values())
-        try:
-            notes = diff.nonsmooth(res, union)
-        except Exception as e:  # noqa: BLE001 - the sheet stays useful without the notes
-            notes = [f"the Python engine could not check for non-smooth points "
-                     f"({type(e).__name__}: {str(e)[:200]})"]
-        cache = _TextCache(lib, "xlsx-partials", 3)
-        fast: dict[tuple[str, str], float] = {}  # every edge's value, one generated program
-        for o in outs:  # per output scope (graph/sensitivity.py); per-edge code is the fallback
-            try:
-                fast.update(diff._partial_values(o, res, diff._scope(o, res.overridden), choice))
-            except Exception:  # noqa: BLE001 - the per-edge path below says what is wrong
-                pass
-
-        # Partials: one row per edge (node -> dependency) the gradients use
-        wp = self.wb.create_sheet(PARTIALS)
-        self.table(wp, "Partials", "Helper for Sensitivity: the partial derivative of each node "
-                   "with respect to each quantity its formula uses, as live formulas (exact, "
-                   "from sympy; ceil/floor steps count as 0, max/min take the larger/smaller "
-                   "argument's branch, 1/2 at a tie).",
-                   ["node", "with respect to", "partial derivative", "as sympy"],
-                   [30, 30, 24, 80])
-        edge_row: dict[tuple[str, str], int] = {}
-        pval: dict[tuple[str, str], float] = {}  # Python's value of each partial
-        row = FIRST_ROW
-        for n in lib.order:
-            if n not in union or n in res.overridden or lib.nodes[n].is_bool:
-                continue  # conditions have no derivative; their users' branches do
-            node = lib.nodes[n]
-            for d in node.deps:
-                if d in choice or d in pinned or (d in lib.nodes and lib.nodes[d].is_bool):
-                    continue
-                zero, text, expr_text = cache.get(f"{n}\0{d}", lambda: _printed_partial(
-                    partial_expr(lib, n, d), self.choices, node, sstr))
-                if not (isinstance(zero, bool) and isinstance(text, str)
-                        and isinstance(expr_text, str)):  # not what we wrote: print anew
-                    zero, text, expr_text = _printed_partial(partial_expr(lib, n, d),
-                                                             self.choices, node, sstr)
-                if zero:
-                    continue
-                put_text(wp, row, 1, n)
-                put_text(wp, row, 2, d)
-                val = fast.get((n, d))
-                if val is None:
-                    args = [res[x] for x in node.deps]
-                    try:
-                        with np.errstate(all="ignore"):
-                            val = float(np.asarray(diff.partial(n, d)(*args)))
-                    except Exception:  # noqa: BLE001 - not even Python can evaluate it
-                        val = None
-                pval[(n, d)] = val if val is not None and math.isfinite(val) else math.nan
-                if not text.startswith(_UNPRINTABLE):
-                    self.formula(wp, row, 3, text, pval[(n, d)], fmt=numfmt.GENERAL)
-                else:
-                    e = ExcelPrintError(text[len(_UNPRINTABLE):])
-                    if val is not None and math.isfinite(val):
-                        c = put_number(wp, row, 3, val, fill=self.snap_fill)
-                        why = "Snapshot at export, not a live formula"
-                    else:
-                        c = self.formula(wp, row, 3, "NA()", "#N/A", fill=self.snap_fill)
-                        why = "Not available"
-                    c.comment = Comment(f"{why}: {e.detail}", "flopsheet")
-                    self.snapshots.append(f"d {n} / d {d} ({why.lower()})")
-                put_text(wp, row, 4, expr_text)
-                edge_row[(n, d)] = row
-                row += 1
-        self.finish(wp, 4, row - 1, freeze="C3")
-        cache.save()
-
-        # Adjoints: d output / d x for every x in scope, accumulated in reverse order
-        wa = self.wb.create_sheet(ADJOINTS)
-        cols = {o: get_column_letter(3 + j) for j, o in enumerate(outs)}
-        self.table(wa, "Adjoints", "Helper for Sensitivity: derivative of each output (column) "
-                   "with respect to each quantity (row), by reverse-mode accumulation over the "
-                   "graph: the sum over the quantity's users of (user's derivative) x (partial "
-                   "on the Partials sheet). Overridden nodes are leaves.",
-                   ["quantity", "kind"] + [f"d {o}" for o in outs], [30, 10] + [18] * len(outs))
-        rows_names = [n for n in reversed(lib.order) if n in union and not lib.nodes[n].is_bool]
-        rows_names += [n for n in lib.inputs if n in union and n not in choice and n not in pinned]
-        arow = {n: FIRST_ROW + i for i, n in enumerate(rows_names)}
-        users: dict[str, list[str]] = {n: [] for n in rows_names}
-        for (n, d) in edge_row:
-            if d in users:
-                users[d].append(n)
-        adj: dict[str, dict[str, float]] = {o: {} for o in outs}  # Python's accumulation
-        for n in rows_names:
-            r = arow[n]
-            put_text(wa, r, 1, n)
-            put_text(wa, r, 2, "input" if n in lib.inputs else
-                     ("overridden" if n in res.overridden else "node"))
-            for o in outs:
-                col = 3 + outs.index(o)
-                if n not in scopes[o]:
-                    continue
-                if n == o:
-                    put_number(wa, r, col, 1, fmt="General")
-                    adj[o][n] = 1.0
-                    continue
-                used = [u for u in users[n] if u in scopes[o]]
-                terms = [f"{cols[o]}{arow[u]}*{PARTIALS}!$C${edge_row[(u, n)]}" for u in used]
-                total = 0.0
-                for k, u in enumerate(used):  # summed as the cell's `+` chain sums
-                    term = adj[o].get(u, 0.0) * pval[(u, n)]
-                    total = term if k == 0 else s_add(total, term)
-                adj[o][n] = total
-                if terms:
-                    self.formula(wa, r, col, "+".join(terms), adj[o][n], fmt="General")
-                else:
-                    put_number(wa, r, col, 0, fmt="General")
-        self.finish(wa, 2 + len(outs), FIRST_ROW + len(rows_names) - 1, freeze="C3")
-
-        # Sensitivity: elasticities, live
-        ws = self.wb.create_sheet(SENSITIVITY, index=self.wb.sheetnames.index(PARTIALS))
-        headers = ["input", "value", "unit", "measure"] + outs
-        self.table(ws, "Sensitivity", "LIVE formulas, not a snapshot: the elasticity of each "
-                   "output (column) with respect to each input (row), the % change of the "
-                   "output per 1 % change of the input, (x / y) dy/dx, from exact derivatives "
-                   "chained over the graph (sheets Partials and Adjoints). Where the input or "
-                   "the output is 0 an elasticity does not exist: the cell holds the derivative "
-                   "dy/dx instead (output unit per input unit; the measure column says which). "
-                   "They follow any edit of the inputs.", headers, [30, 16, 12, 12] + [18] * len(outs))
-        put_text(ws, FIRST_ROW, 1, "output value", bold=True)
-        for j, o in enumerate(outs):
-            self.formula(ws, FIRST_ROW, 5 + j, o, res[o], named="Output",
-                         fmt=numfmt.value_format(lib.item(o), res[o]))
-        leaves = [n for n in lib.inputs if n in union and n not in choice and n not in pinned]
-        leaves += [n for n in lib.order if n in union and n in res.overridden]
-        row = FIRST_ROW + 1
-        for n in leaves:
-            item = lib.item(n)
-            x = float(np.asarray(res[n]))
-            put_text(ws, row, 1, n, bold=True)
-            self.formula(ws, row, 2, n, x, fmt=numfmt.value_format(item, x))
-            put_text(ws, row, 3, item.unit)
-            self.formula(ws, row, 4, f'IF({n}=0,"derivative","elasticity")',
-                         "derivative" if x == 0 else "elasticity")
-            for j, o in enumerate(outs):
-                if n not in scopes[o]:
-                    continue
-                y = float(np.asarray(res[o]))
-                a = adj[o].get(n, 0.0)
-                c = self.formula(ws, row, 5 + j,
-                                 f"IF(OR({o}=0,{n}=0),{ADJOINTS}!{cols[o]}{arow[n]},"
-                                 f"{ADJOINTS}!{cols[o]}{arow[n]}*{n}/{o})",
-                                 a if (y == 0 or x == 0) else a * x / y, fmt="0.0000")
-                if y == 0 or x == 0:
-                    c.number_format = numfmt.ENG
-                    c.comment = Comment(f"d {o} / d {n} in {_per(lib, o, n)}: the "
-                                        f"{'input' if x == 0 else 'output'} is 0, so no "
-                                        "elasticity exists here", "flopsheet")
-            row += 1
-        last = row - 1
-        row += 1
-        put_text(ws, row, 1, "notes", bold=True)
-        put_text(ws, row, 2, "Non-smooth points at the exported values (Python), where a "
-                 "derivative is one-sided or a step counts as 0:")
-        row += 1
-        for note in notes:
-            put_text(ws, row, 2, note)
-            row += 1
-        for s in self.snapshots:
-            put_text(ws, row, 2, f"derivative not written as a live formula: {s}")
-            row += 1
-        self.finish(ws, len(headers), last, freeze="E4")
+        from .xlsx_sensitivity import write_sensitivity
+        write_sensitivity(self, outs)
 
     # ------------------------------------------------------------------ About
     def about(self, outs, sens_outs, date: str) -> None:
