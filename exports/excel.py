@@ -45,7 +45,6 @@ import numpy as np
 from flopsheet import __version__, units
 from flopsheet.atomic import check_target
 from flopsheet.audit import origin as value_origin
-from flopsheet.audit import value_source
 from flopsheet.errors import FlopsheetError
 from flopsheet.evaluate import Model, Result
 from flopsheet.library import Library
@@ -54,6 +53,7 @@ from flopsheet.scenario import Scenario, resolve
 from . import numfmt
 from .atomic import atomic_path
 from .printer import ExcelPrintError, check_choices, number, print_tree
+from .xlsx_cells import _cell_number, put_formula, put_number, put_text
 from .xlsx_textcache import TextCache
 from .xlsx_ties import near_ties
 from .xlsx_cache import add_cached_values
@@ -70,10 +70,7 @@ MAX_SENSITIVITY_OUTPUTS = 40
 
 #: First data row of the table sheets (row 1: title, row 2: headers).
 FIRST_ROW = 3
-MAX_TEXT = 32767  # Excel's limit for one cell's text
 
-SCI = "0.000E+00"
-INT = "#,##0"
 
 RECALC_HELP = (
     "Excel: the workbook is flagged to recalculate fully when opened; force it with "
@@ -105,77 +102,6 @@ class ExportInfo:
 
 
 # --------------------------------------------------------------------- helpers
-_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
-
-
-def put_text(ws, row: int, col: int, text: Any, **style):
-    """Write text that stays text: never a formula, whatever its first character."""
-    s = _ILLEGAL.sub("\ufffd", str(text))
-    if len(s) > MAX_TEXT:
-        s = s[: MAX_TEXT - 1] + "\u2026"
-    c = ws.cell(row=row, column=col)
-    c.value = s
-    c.data_type = "s"  # openpyxl made `=...` a formula; a text cell it is
-    _style(c, **style)
-    return c
-
-
-def put_formula(ws, row: int, col: int, formula: str, **style):
-    c = ws.cell(row=row, column=col)
-    c.value = "=" + formula
-    _style(c, **style)
-    return c
-
-
-def put_number(ws, row: int, col: int, value: float, **style):
-    c = ws.cell(row=row, column=col)
-    c.value = _cell_number(value)
-    _style(c, **style)
-    return c
-
-
-def _cell_number(v) -> int | float | bool:
-    a = np.asarray(v)
-    if a.dtype == bool:
-        return bool(a)
-    x = float(a)
-    if x.is_integer() and abs(x) < 2 ** 53:
-        return int(x)
-    return x
-
-
-def _style(c, *, named=None, fmt=None, bold=False, font=None, fill=None, wrap=False):
-    from openpyxl.styles import Alignment, Font
-    if named:
-        c.style = named
-    if fmt:
-        c.number_format = fmt
-    if bold:
-        c.font = Font(bold=True)
-    if font is not None:
-        c.font = font
-    if fill is not None:
-        c.fill = fill
-    if wrap:
-        c.alignment = Alignment(wrap_text=True, vertical="top")
-
-
-def number_format(value, dim) -> str:
-    """A sensible format: scientific for FLOPs and very large or small values, grouped
-    integers for counts, General otherwise."""
-    a = np.asarray(value)
-    if a.dtype == bool or dim == units.BOOL:
-        return "General"
-    x = float(a)
-    if "FLOP" in units.dim_str(dim) and x != 0:
-        return SCI
-    if x != 0 and (abs(x) >= 1e9 or abs(x) < 1e-3):
-        return SCI
-    if x.is_integer():
-        return INT
-    return "General"
-
-
 def sheet_names(lib: Library) -> dict[str, str]:
     """Formula file topic -> sheet name: at most 31 characters, unique (case-insensitively),
     none of Excel's forbidden characters, never one of the exporter's own sheet names."""
@@ -371,106 +297,8 @@ class _Writer:
 
     # --------------------------------------------------------------- Inputs
     def inputs(self) -> None:
-        from openpyxl.worksheet.datavalidation import DataValidation
-        lib, res = self.lib, self.result
-        ws = self.wb.create_sheet(INPUTS)
-        headers = ["name", "value", "unit", "shown", "shown unit", "allowed", "from",
-                   "value source", "doc", "declared in", "sheet"]
-        self.table(ws, "Inputs", "Leaves of the calculation graph. Edit the value column "
-                   "(input-styled cells, coherent base units as the unit column says); each value "
-                   "cell is the defined name of its input, which the formulas use.",
-                   headers, [26, 16, 10, 12, 8, 22, 30, 40, 60, 34, 20])
-        row = FIRST_ROW
-        lists: dict[tuple, DataValidation] = {}
-        for f in lib.files:
-            for n in f.inputs:
-                inp = lib.inputs[n]
-                put_text(ws, row, 1, n, bold=True)
-                coord = f"B{row}"
-                if inp.is_choice:
-                    text = inp.choices[int(np.asarray(res[n]))]
-                    put_text(ws, row, 2, text, named="Input")
-                    key = tuple(inp.choices)
-                    dv = lists.get(key)
-                    if dv is None:
-                        dv = lists[key] = self.choice_validation(inp.choices)
-                        ws.add_data_validation(dv)
-                    dv.add(coord)
-                    allowed = " | ".join(inp.choices)
-                else:
-                    v = res[n]
-                    put_number(ws, row, 2, v, named="Input", fmt=numfmt.value_format(inp, v))
-                    allowed = self.bounds_text(inp)
-                    dv = self.bounds_validation(inp)
-                    if dv is not None:
-                        ws.add_data_validation(dv)
-                        dv.add(coord)
-                    self.display_cells(ws, row, 4, n, inp)
-                self.name(ws, n, coord)
-                put_text(ws, row, 3, "choice" if inp.is_choice else inp.unit)
-                put_text(ws, row, 6, allowed)
-                org = value_origin(lib, self.sc, n)
-                put_text(ws, row, 7, "default" if org.startswith("default") else org)
-                put_text(ws, row, 8, value_source(lib, self.sc, n))
-                put_text(ws, row, 9, inp.doc)
-                put_text(ws, row, 10, f"{inp.file}:{inp.line}")
-                put_text(ws, row, 11, self.sheet_of_topic[f.topic])
-                row += 1
-        self.finish(ws, len(headers), row - 1)
-
-    def choice_validation(self, choices):
-        from openpyxl.worksheet.datavalidation import DataValidation
-        text = ",".join(choices)
-        if len(text) <= 250:
-            formula = f'"{text}"'
-        else:  # Excel caps inline lists at 255 characters: use a range on a hidden sheet
-            ws = self.wb[LISTS] if LISTS in self.wb.sheetnames else self.wb.create_sheet(LISTS)
-            ws.sheet_state = "hidden"
-            col = ws.max_column + 1 if ws.max_row > 1 or ws["A1"].value is not None else 1
-            from openpyxl.utils import get_column_letter
-            for i, c in enumerate(choices, start=1):
-                put_text(ws, i, col, c)
-            letter = get_column_letter(col)
-            formula = f"'{LISTS}'!${letter}$1:${letter}${len(choices)}"
-        return DataValidation(type="list", formula1=formula, allow_blank=False,
-                              showErrorMessage=True, errorTitle="Not a choice",
-                              error="Pick one of the listed choices.")
-
-    @staticmethod
-    def bounds_text(inp) -> str:
-        lo, hi = inp.bounds
-        parts = []
-        if lo is not None or hi is not None:
-            if lo is not None and lo == hi:
-                parts.append(f"fixed at {number(lo)}")
-            else:
-                parts.append(f"[{'-inf' if lo is None else number(lo)}, "
-                             f"{'inf' if hi is None else number(hi)}]")
-        if inp.integer:
-            parts.append("whole number")
-        return ", ".join(parts)
-
-    @staticmethod
-    def bounds_validation(inp):
-        from openpyxl.worksheet.datavalidation import DataValidation
-        lo, hi = inp.bounds
-        if lo is None and hi is None and not inp.integer:
-            return None
-        kind = "whole" if inp.integer else "decimal"
-        if lo is not None and hi is not None:
-            dv = DataValidation(type=kind, operator="between", formula1=number(lo),
-                                formula2=number(hi))
-        elif lo is not None:
-            dv = DataValidation(type=kind, operator="greaterThanOrEqual", formula1=number(lo))
-        elif hi is not None:
-            dv = DataValidation(type=kind, operator="lessThanOrEqual", formula1=number(hi))
-        else:
-            dv = DataValidation(type=kind, operator="between", formula1="-1E+15",
-                                formula2="1E+15")
-        dv.showErrorMessage = True
-        dv.errorTitle = "Out of bounds"
-        dv.error = f"Allowed: {_Writer.bounds_text(inp)}"
-        return dv
+        from .xlsx_inputs import write_inputs
+        write_inputs(self)
 
     # --------------------------------------------------------- formula sheets
     def node_text(self, n: str) -> tuple[str, str]:
@@ -608,4 +436,4 @@ class _Writer:
 
 __all__ = ["export_workbook", "ExportInfo", "ExcelExportError", "put_text", "sheet_names",
            "near_ties",
-           "number_format", "default_outputs", "RECALC_HELP"]
+           "default_outputs", "RECALC_HELP"]
