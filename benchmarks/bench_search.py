@@ -38,8 +38,21 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 
 
+
+def median_cpu(job, n: int, chunk: int, repeats: int) -> float:
+    """Median CPU seconds of evaluating ``n`` rows of ``job`` in chunks of ``chunk``."""
+    from flopsheet.chunks import run_chunk
+    ts = []
+    for _ in range(repeats):
+        t = time.process_time()
+        for s in range(0, n, chunk):
+            run_chunk(job, s, min(s + chunk, n))
+        ts.append(time.process_time() - t)
+    return statistics.median(ts)
+
+
 def throughput(chunks=(10_000, 25_000, 100_000), n=200_000, repeats=3):
-    from flopsheet.chunks import Job, model_for, run_chunk
+    from flopsheet.chunks import Job, model_for
     from flopsheet.grid import Axis, Grid
     from flopsheet.scenario import load_scenario, resolve
     model = model_for(None)
@@ -56,16 +69,10 @@ def throughput(chunks=(10_000, 25_000, 100_000), n=200_000, repeats=3):
     print(f"throughput: step_time + memory_per_gpu, GPT-3 175B, {n:,} random layouts, 1 process")
     best = 0.0
     for c in chunks:
-        ts = []
-        for _ in range(repeats):
-            t = time.process_time()
-            for s in range(0, n, c):
-                run_chunk(job, s, min(s + c, n))
-            ts.append(time.process_time() - t)
-        rate = n / statistics.median(ts)
+        rate = n / median_cpu(job, n, c, repeats)
         best = max(best, rate)
         print(f"  chunk {c:>7,}: {rate / 1e3:8.0f} k configs/s per core (median CPU time of "
-              f"{repeats}: {statistics.median(ts):.3f} s)")
+              f"{repeats}: {n / rate:.3f} s)")
     vals = dict(base)
     vals.update(grid.columns(0, 25_000))
     ts = []
@@ -79,7 +86,7 @@ def throughput(chunks=(10_000, 25_000, 100_000), n=200_000, repeats=3):
 
 
 def inference_throughput(n=200_000, chunk=25_000, repeats=3):
-    from flopsheet.chunks import Check, Job, model_for, run_chunk
+    from flopsheet.chunks import Check, Job, model_for
     from flopsheet.grid import Axis, Grid
     from flopsheet.scenario import load_scenario, resolve
     model = model_for(None)
@@ -97,16 +104,11 @@ def inference_throughput(n=200_000, chunk=25_000, repeats=3):
     grid = Grid([[Axis(k, list(v)) for k, v in cols.items()]]).encode(model)
     outs = ["output_tokens_per_second_per_gpu", "tokens_per_second_per_user", "ttft", "tpot"]
     job = Job(None, base, grid, outs, [Check("fits", "serving_fits_in_memory")])
-    ts = []
-    for _ in range(repeats):
-        t = time.process_time()
-        for s in range(0, n, chunk):
-            run_chunk(job, s, min(s + chunk, n))
-        ts.append(time.process_time() - t)
+    cpu = median_cpu(job, n, chunk, repeats)
     print(f"inference throughput: {', '.join(outs)} + serving_fits_in_memory, Llama-3 70B on "
           f"H100, {n:,} random serving configurations, chunk {chunk:,}, 1 process:")
-    print(f"  {n / statistics.median(ts) / 1e3:8.0f} k configs/s per core (median CPU time of "
-          f"{repeats}: {statistics.median(ts):.3f} s)")
+    print(f"  {n / cpu / 1e3:8.0f} k configs/s per core (median CPU time of "
+          f"{repeats}: {cpu:.3f} s)")
 
 
 def limit(model, outs, measured):

@@ -13,8 +13,9 @@ class TextCache:
     def __init__(self, lib, kind: str, width: int):
         import hashlib
         from flopsheet import diskcache
-        from . import printer
-        src = b"".join(Path(f).read_bytes() for f in (__file__, printer.__file__))
+        from . import printer, printer_sympy
+        src = b"".join(Path(f).read_bytes()
+                       for f in (__file__, printer.__file__, printer_sympy.__file__))
         self.key = diskcache.key(kind, lib.digest_full + hashlib.sha256(src).hexdigest())
         self.width, self.dirty = width, False
         rec = diskcache.load(self.key)
