@@ -190,6 +190,29 @@ def test_moe_decode_reads_expected_distinct_experts(model, tmp_path):
         assert r.scalar("moe_distinct_experts_decode") == pytest.approx(expected, rel=1e-12)
 
 
+
+def test_moe_serving_experts_spread_over_the_replica_tp_ranks(model, tmp_path):
+    """Mixtral 8x7B on TP8: whole experts over ep=8 or each expert sliced 8 ways (ep=1) put the
+    same expert bytes on each GPU and read the same per step - memory and decode agree."""
+    use = ["models/mixtral-8x7b", "hardware/h100-sxm5-80gb", "systems/dgx-h100-superpod"]
+    sliced = run_file(model, tmp_path, use, batch=1, tp=8, ep=1)
+    whole = run_file(model, tmp_path, use, batch=1, tp=8, ep=8)
+    s = sliced.scalar
+    expert_weights = 3 * 4096 * 14336
+    assert s("serve_expert_shards") == whole.scalar("serve_expert_shards") == 8
+    # weights: with pp = 1 one GPU holds 1/8 of everything (layers, 32 x 8 experts of
+    # 3 x 4096 x 14336, embedding and output layer), bf16
+    assert s("routed_expert_params") == 32 * 8 * expert_weights
+    expected = 2 * s("total_params") / 8
+    assert s("serving_weight_memory") == pytest.approx(expected, rel=1e-12)
+    assert whole.scalar("serving_weight_memory") == pytest.approx(expected, rel=1e-12)
+    # one token activates top_k = 2 experts; each GPU reads 2/8 of an expert's bytes and does
+    # 2 x 2 x W / 8 FLOPs of expert work per layer
+    for r in (sliced, whole):
+        assert r.scalar("moe_distinct_experts_decode") == pytest.approx(2)
+        assert r.scalar("decode_mlp_flops") == pytest.approx(
+            2 * (2 * expert_weights / 8 + 4096 * 8), rel=1e-12)
+
 def test_speculative_decoding_expected_tokens(model):
     r = run(model, "serve-llama3-70b-h100-sla", spec_draft_len=3, spec_accept_rate=0.8)
     assert r.scalar("spec_tokens_per_step") == pytest.approx((1 - 0.8**4) / 0.2)  # 2.952
@@ -274,3 +297,24 @@ def test_split_kv_decode_attention_fills_the_gpu_at_long_context(model):
     assert occ[1] == 1
     t = np.asarray(r["decode_attention_time"])
     assert t[0] / t[1] == pytest.approx(132 / 32)
+
+
+def test_sliding_window_layers_cache_and_read_only_their_window(model, tmp_path):
+    """gpt-oss-120b: half of the 36 layers see 128 keys plus one sink. At 8,064 + 128 tokens a
+    global layer holds 512 blocks of 16, a local one ceil(129/16) = 9 (vLLM frees the rest)."""
+    use = ["models/gpt-oss-120b", "hardware/h100-sxm5-80gb", "systems/dgx-h100-superpod"]
+    values = dict(tp=8, batch=8, prompt_len=8064, output_len=128, kv_block_size=16)
+    r = run_file(model, tmp_path, use, **values)
+    full = run_file(model, tmp_path, use, sliding_window=0, **values)
+    per_token = r.scalar("kv_bytes_per_token_per_gpu")
+    assert per_token == 2 * 1 * 64 * 36 * 2  # one of 8 KV heads of width 64 per GPU, bf16
+    assert r.scalar("kv_cache_bytes_per_sequence") == (0.5 * 512 + 0.5 * 9) * 16 * per_token
+    assert full.scalar("kv_cache_bytes_per_sequence") == 512 * 16 * per_token
+    # decode attends to 8,064 + 64 keys on average in global layers, 129 in local ones
+    assert r.scalar("decode_attended_len") == 0.5 * (8064 + 64) + 0.5 * 129
+    assert r.scalar("decode_attention_flops") / full.scalar("decode_attention_flops") == \
+        pytest.approx((0.5 * 8128 + 0.5 * 129) / 8128, rel=1e-12)
+    # prefill: a local layer computes the band 1 - (1 - 129/8064)^2 of the causal triangle
+    band = 1 - (1 - 129 / 8064) ** 2
+    assert r.scalar("prefill_attention_flops") / full.scalar("prefill_attention_flops") == \
+        pytest.approx(0.5 + 0.5 * band, rel=1e-12)
