@@ -263,3 +263,17 @@ def test_cloud_gpu_hour_price_is_tco_over_the_cloud_margin(model):
     # $12.29/GPU-h is ~4x the model: a shortage/on-demand premium, kept as a not-counted row
     one = run_scenario(model, "cost-gpt3-175b-h100", tp=8, pp=1, dp=1)
     assert one.scalar("cloud_gpu_hour_price") * 3600 == pytest.approx(2.99, rel=0.10)
+
+
+def test_serving_cost_point_sla_or_the_running_batch(model):
+    sla = run_scenario(model, "cost-serve-llama3-70b-h100")
+    assert sla.scalar("sla_batch") >= 1
+    assert sla.scalar("cost_per_million_tokens") == pytest.approx(
+        sla.scalar("gpu_hour_cost") / sla.scalar("sla_output_tokens_per_second_per_gpu"), rel=1e-12)
+    costs = []
+    for batch in (8, 64):
+        r = run_scenario(model, "cost-serve-llama3-70b-h100", serving_cost_point="batch", batch=batch)
+        assert r.scalar("cost_per_million_tokens") == pytest.approx(
+            r.scalar("gpu_hour_cost") / r.scalar("output_tokens_per_second_per_gpu"), rel=1e-12)
+        costs.append(r.scalar("cost_per_million_tokens"))
+    assert costs[1] < costs[0] / 3  # 8x the batch shares the weight reads: tokens get cheaper
