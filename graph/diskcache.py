@@ -10,6 +10,10 @@ misses the cache.
 Folder: ``$FLOPSHEET_CACHE_DIR``, else the user cache folder (``$XDG_CACHE_HOME`` or
 ``~/.cache``) + ``/flopsheet``. ``FLOPSHEET_CACHE_DIR=off`` turns the cache off. Any
 error writing is ignored: the cache only ever saves time.
+
+Size: after each write the folder is kept under ``$FLOPSHEET_CACHE_MAX_MB`` (default 256 MiB)
+by deleting the entries used least recently (a read refreshes an entry's mtime), down to
+three quarters of the cap; each formula change adds about 1.5 MB of entries.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 MAX_ENTRY = 64 * 2**20  # bytes; a larger file is not ours
+DEFAULT_MAX_TOTAL_MB = 256
 _SECRET = "secret.key"
 
 
@@ -92,6 +97,10 @@ def load_bytes(name: str, suffix: str = ".bin") -> bytes | None:
     mac, _, body = raw.partition(b"\n")
     if not hmac.compare_digest(mac, _mac(secret, body)):
         return None
+    try:
+        os.utime(path)  # recently used: pruned last
+    except OSError:
+        pass
     return body
 
 
@@ -129,6 +138,7 @@ def save_bytes(name: str, body: bytes, suffix: str = ".bin") -> None:
             os.fsync(f.fileno())
         os.replace(tmp, d / f"{name}{suffix}")
         tmp = None
+        prune(d, keep=f"{name}{suffix}")
     except OSError:
         pass
     finally:
@@ -137,3 +147,36 @@ def save_bytes(name: str, body: bytes, suffix: str = ".bin") -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def max_total_bytes() -> int:
+    try:
+        mb = float(os.environ.get("FLOPSHEET_CACHE_MAX_MB", DEFAULT_MAX_TOTAL_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_TOTAL_MB
+    return int(max(mb, 1) * 2**20)
+
+
+def prune(d: Path, keep: str = "") -> None:
+    """Delete the least recently used entries until the folder holds at most 3/4 of the cap
+    (only when it is above the cap, so most writes cost one directory scan)."""
+    cap = max_total_bytes()
+    entries = []
+    for entry in os.scandir(d):
+        if entry.name == _SECRET or entry.name.startswith(".") or not entry.is_file():
+            continue
+        st = entry.stat()
+        entries.append((st.st_mtime, st.st_size, entry.path, entry.name == keep))
+    total = sum(e[1] for e in entries)
+    if total <= cap:
+        return
+    for _, size, path, kept in sorted(entries):
+        if total <= cap * 3 // 4:
+            break
+        if kept:
+            continue
+        try:
+            os.unlink(path)
+            total -= size
+        except OSError:
+            pass

@@ -48,3 +48,25 @@ def test_cache_is_verified_and_rebuilt(tmp_path):
         if p.name != "secret.key":
             p.write_bytes(p.read_bytes()[:50])
     assert run(cache) == plain
+
+
+def test_cache_is_pruned_least_recently_used_first(tmp_path, monkeypatch):
+    from flopsheet import diskcache
+
+    monkeypatch.setenv("FLOPSHEET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FLOPSHEET_CACHE_MAX_MB", "1")
+    diskcache.folder.cache_clear()
+    diskcache._secret.cache_clear()
+    try:
+        body = b"x" * 300_000  # four of these exceed 1 MiB
+        for i, name in enumerate(["a", "b", "c"]):
+            diskcache.save_bytes(name, body)
+            os.utime(tmp_path / f"{name}.bin", (1000 + i, 1000 + i))
+        assert diskcache.load_bytes("a") == body  # a is used again: now the newest of the three
+        diskcache.save_bytes("d", body)  # 1.2 MB > 1 MiB: prune to 3/4 MiB, oldest first
+        left = sorted(p.name for p in tmp_path.iterdir() if p.name != "secret.key")
+        assert left == ["a.bin", "d.bin"]
+        assert diskcache.load_bytes("b") is None and diskcache.load_bytes("a") == body
+    finally:
+        diskcache.folder.cache_clear()
+        diskcache._secret.cache_clear()
