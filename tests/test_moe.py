@@ -229,6 +229,12 @@ def test_lora_backward_skips_base_weight_gradients(point):
     d = r.scalar("hardware_flops_per_token") - full.scalar("hardware_flops_per_token")
     assert d == pytest.approx(2 * (3 * r.scalar("lora_macs_per_token") - r.scalar("layer_gemm_macs_per_token")))
     assert r.scalar("step_time") < full.scalar("step_time")
+    # executed_mfu drops the skipped weight gradients from mfu's 6N-style numerator
+    executed = r.scalar("model_flops_per_token") + 2 * (3 * r.scalar("lora_macs_per_token") - r.scalar("layer_gemm_macs_per_token"))
+    assert r.scalar("executed_model_flops_per_token") == pytest.approx(executed, rel=1e-12)
+    assert r.scalar("executed_mfu") / r.scalar("mfu") == pytest.approx(executed / r.scalar("model_flops_per_token"), rel=1e-12)
+    assert 2 / 3 < r.scalar("executed_mfu") / r.scalar("mfu") < 0.8
+    assert full.scalar("executed_mfu") == full.scalar("mfu")
 
 
 # --- torchtitan per-op selective activation checkpointing --------------------------------------------
