@@ -265,7 +265,10 @@ class Differentiator:
         for n, d in leaves.items():
             x = float(vals[n])
             el[n] = d * x / y if y != 0 else float("nan")
-        return Sensitivity(output, y, leaves, inner, el, self.nonsmooth(result, scope))
+        # a kink in a node the output does not move with (adjoint 0: a branch not taken, a
+        # group this layout does not use) cannot make the output's derivative one-sided
+        moving = {n for n in scope if adj.get(n, 0.0) != 0.0}
+        return Sensitivity(output, y, leaves, inner, el, self.nonsmooth(result, moving))
 
     def _partial_values(self, output, result, scope, choice) -> dict[tuple[str, str], float]:
         """Every partial the gradient may need, from one generated function per scope."""
