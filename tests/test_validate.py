@@ -173,7 +173,7 @@ def test_measured_numbers_are_the_published_ones(points, published, validator):
 #: what each published metric means, and the one node that means the same. Per-system numbers
 #: (aggregate_pflops, a whole-system tokens/s) are absent on purpose: they must not meet a per-GPU node.
 LIKE_FOR_LIKE = {
-    "peak_memory_per_gpu": "memory_per_gpu",              # torchtitan: allocator peak over all GPUs
+    "peak_memory_per_gpu": "allocator_reserved_memory",   # torchtitan: max_memory_reserved over all GPUs
     "achieved_tflops_per_gpu": "achieved_flops_per_gpu",  # SC21: hardware FLOPs (recompute counted)
     "pct_of_peak": "hfu",                                 # SC21: the same over the peak
     "model_tflops_per_gpu": "model_tflops_per_gpu",       # NeMo, Megatron-Bridge, Megatron-Core
