@@ -78,3 +78,16 @@ def test_interleaved_point_holds_more_activations_than_1f1b(point):
     assert inter.scalar("fsdp_unsharded_grad_memory") == one.scalar("fsdp_unsharded_grad_memory")
     # measured 72.7 GiB reserved (Table 5), 9.8 GiB below 1F1B: the allocated model cannot see that difference
     assert abs(inter.scalar("allocator_reserved_memory") / GiB / 72.7 - 1) < 0.15
+
+
+def test_32k_point_scales_activations_with_the_sequence(point):
+    # Table 6 (FSDP 8, CP 1, sequence 32768, local batch 8): 8 microbatches, all 8 in flight on the first stage as
+    # in the 8K run, each 4x the tokens - layer inputs 4x, weights and gradients unchanged
+    one = point()
+    long = point("mem-torchtitan-llama3.1-405b-512gpu-4d-32k")
+    assert long.scalar("pipeline_inflight_microbatches") == one.scalar("pipeline_inflight_microbatches") == 8
+    assert long.scalar("layer_activation_memory") == pytest.approx(4 * one.scalar("layer_activation_memory"), rel=1e-12)
+    # 15.75 layers x 8 microbatches x 32768 tokens x 16384 x 2 bytes / tp 8 (sequence parallel) = 15.75 GiB
+    assert long.scalar("layer_activation_memory") == pytest.approx(15.75 * 8 * 32768 * 16384 * 2 / 8, rel=1e-12)
+    # measured 75.3 GiB reserved: within 5 %
+    assert abs(long.scalar("allocator_reserved_memory") / GiB / 75.3 - 1) < 0.05
