@@ -38,7 +38,7 @@ def test_measured_training_runs_fit_their_gpu():
         if mem > hbm:
             over[p.id] = (round(mem / 2 ** 30, 1), round(hbm / 2 ** 30, 1))
     assert checked >= 165
-    new = {k: v for k, v in over.items() if k not in KNOWN_OVER}
+    new = {k: x for k, x in over.items() if k not in KNOWN_OVER}
     assert not new, f"measured runs now predicted not to fit (GiB predicted, HBM): {new}"
     # every vTrain A100 run fits (the family whose step times issue 11 targets)
     assert not [k for k in over if "vtrain" in k]
