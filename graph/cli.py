@@ -198,7 +198,8 @@ def cmd_run(args) -> int:
         return run_grid(args)
     lib, model, sc, values = _setup(args)
     outs = checks.with_world_size(lib, _outputs(args, lib, sc))
-    res = model.evaluate(values, outputs=outs + checks.constraint_nodes(lib, outs))
+    measured_nodes = [m.node for m in args.measured if m.node in lib and m.node not in outs]
+    res = model.evaluate(values, outputs=outs + checks.constraint_nodes(lib, outs) + measured_nodes)
     n_cfg = _n_configs(res, values)
     warnings = checks.broken(lib, res, lambda n, v: show(lib, n, v))
     if warnings and args.strict:

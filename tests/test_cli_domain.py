@@ -132,6 +132,9 @@ def test_validation_point_runs_as_a_scenario(capsys):
     assert "1.1 s" in row and "±10 %" in row
     code, _, err = cli(capsys, "run", "validation:no-such-point")
     assert code == 2 and "no validation point" in err
+    # --outputs that leave out the measured node still compare it (was a KeyError)
+    code, out, _ = cli(capsys, "run", "validation:train-korthikanti-22b-selective-sp", "--outputs", "tp")
+    assert code == 0 and "published measurement" in out and "iteration_time" in out
 
 
 def test_formats(capsys):
