@@ -316,6 +316,14 @@ def table(rows, markdown: bool = False, measured=None, variants=None) -> str:
                 for v in variants]
         out += ["", _render(head, body, markdown, left=(0,)),
                 "published: 3x, 4x, ~35x (projections, not measurements)"]
+        alone = variants[-1]
+        h = rows[ENDPOINTS["h100"]]
+        outside = 1 - h["parts"]["compute"] / h["step_time"]
+        out += [f"to reach 4x with the compute-alone GB200/H100 ratio {alone['gb200/h100']:.2f}x, "
+                f"{100 * (1 - alone['gb200/h100'] / 4):.0f} % of the H100 step would have to be time "
+                f"GB200 removes entirely (3x over HGX B200: {100 * (1 - alone['b200/h100'] / 3):.0f} %); "
+                f"the bundled H100 step spends {100 * outside:.0f} % outside compute, and the bubble, "
+                "the largest part of it, shrinks only in proportion to the microbatch time."]
     return "\n".join(out)
 
 
