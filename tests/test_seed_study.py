@@ -1,9 +1,11 @@
 """The seed study (tools/seed_study.py): GPT-MoE-1.8T from A100 to GB200 NVL72, one change per step.
 
-Checked: the step factors multiply to the total; the chain's named steps are the bundled scenarios
-(two independent paths to the same number); each step is bounded by the hardware ratio it changes;
-and the model's ratios against NVIDIA's published ones, pinned at the measured figures - the model
-disagrees with the published ratios (it gives about half), see PUBLISHED_GAP below for why."""
+Checked: the step factors multiply to the total and the printed parts sum to each step time; the
+chain's named steps are the bundled scenarios (two independent paths to the same number); each step
+is bounded by the hardware ratio it changes; the model's ratios against NVIDIA's published ones,
+pinned at the measured figures - the model disagrees with the published projections (it gives about
+half), see PUBLISHED_GAP below for why - and against the Hopper -> Blackwell ratios NVIDIA measured
+with one software release, which it reproduces within 12 %."""
 from __future__ import annotations
 
 import importlib.util
@@ -53,44 +55,128 @@ def test_every_step_fits_is_valid_and_no_step_slows_down(rows):
         assert r["factor"] >= 1 - 1e-12, r["label"]
 
 
-BOUND = ["peak_flops_per_gpu", "hbm_bandwidth", "scaleup_link_bw", "scaleup_links_per_gpu",
-         "scaleup_domain_size", "scaleout_nic_bw"]
+def test_parts_sum_to_the_step_time(tool, rows):
+    """The breakdown the table prints is the whole step: compute + bubble + TP + EP + PP + DP + CP +
+    other = step_time on every step (hand-checked on step 5, HGX H100: 2.99 + 1.89 + 0.68 + 0.67 +
+    0.01 = 6.24 s)."""
+    for r in rows:
+        assert sum(r["parts"].values()) == pytest.approx(r["step_time"], rel=1e-9), r["label"]
+    h100 = rows[5]["parts"]
+    assert [round(h100[p], 2) for p in ("compute", "bubble", "TP", "EP", "PP")] == \
+        [2.99, 1.89, 0.68, 0.67, 0.01]
 
 
-def test_each_step_is_bounded_by_the_hardware_ratio_it_changes(tool, model):
+def test_bubble_is_seven_sixteenths_of_the_microbatch_time(tool, rows):
+    """1F1B with p = 8 stages and m = 8192 / 512 = 16 microbatches idles (p - 1)/m = 7/16 of the
+    per-microbatch time (compute and exposed TP/EP/PP communication, less the output layer's
+    (p-1)/p share): the bubble over the rest of the step stays near 7/16 on every step, which is why
+    each step's saving is split about 70/30 between the part it changes and the bubble."""
+    for r in rows:
+        p = r["parts"]
+        rest = p["compute"] + p["TP"] + p["EP"] + p["PP"]
+        assert p["bubble"] / rest == pytest.approx(7 / 16, rel=0.02), r["label"]  # A100: 0.432
+
+
+def test_each_step_is_bounded_by_the_hardware_ratio_it_changes(tool, model, rows):
     """A step cannot speed the job up more than the largest ratio of the numbers it changes
     (peak FLOP/s at the precision used, HBM bandwidth, NVLink bandwidth or domain, NIC bandwidth),
-    and not at all when it changes none of them."""
+    and not at all when it changes none of them; the table's hw ratio column is that ratio."""
     from flopsheet.scenario import resolve
     hw = []
     for k in range(len(tool.STEPS)):
-        res = model.evaluate(resolve(tool.step_scenario(k), model), outputs=["step_time"] + BOUND)
-        hw.append({n: float(res[n]) for n in ["step_time"] + BOUND})
+        res = model.evaluate(resolve(tool.step_scenario(k), model), outputs=["step_time"] + tool.HARDWARE)
+        hw.append({n: float(res[n]) for n in ["step_time"] + tool.HARDWARE})
     for k in range(1, len(hw)):
-        ratio = max(hw[k][n] / hw[k - 1][n] for n in BOUND)
+        ratio = max(hw[k][n] / hw[k - 1][n] for n in tool.HARDWARE)
         factor = hw[k - 1]["step_time"] / hw[k]["step_time"]
         assert factor <= max(ratio, 1) * (1 + 1e-12), tool.STEPS[k].label
+        assert rows[k]["hw_ratio"] == pytest.approx(max(ratio, 1), rel=1e-12)
+    # hand-checked: A100 -> H100 BF16 peak 989 / 312 = 3.17; NVL72 domain 72 / 8 = 9
+    assert rows[1]["hw_ratio"] == pytest.approx(989 / 312, rel=1e-3)
+    assert rows[11]["hw_ratio"] == pytest.approx(9.0, rel=1e-12)
 
 
-# Measured with `python tools/seed_study.py` (the model's ratio, then NVIDIA's / Kundu et al.'s).
-# H100 FP8 / A100 BF16: 2.90x vs "up to 9x"; HGX B200 / HGX H100: 1.76x vs 3x;
-# GB200 NVL72 / HGX H100: 2.31x vs 4x; GB200 NVL72 / A100: 6.70x vs ~35x.
-MEASURED = {"H100 FP8 / A100 BF16": 2.90, "HGX B200 / HGX H100": 1.76,
-            "GB200 NVL72 / HGX H100": 2.31, "GB200 NVL72 / A100": 6.70}
+# Measured with `python tools/seed_study.py` (the model's ratio; NVIDIA's / Kundu et al.'s in brackets).
+MEASURED = {"H100 FP8 / A100 BF16": 2.90,                        # ("up to 9x", another model)
+            "HGX B200 / HGX H100": 1.76,                         # (3x)
+            "GB200 NVL72 / HGX H100": 2.31,                      # (4x)
+            "B200 / A100 (Kundu et al.), vs HGX B200": 5.10,     # (~35x)
+            "B200 / A100 (Kundu et al.), vs GB200 NVL72": 6.72}  # (~35x)
 #: Why the model gives about half of the published ratios (stated, not fitted away):
 #: (1) calibration - the library's sustained GEMM rate is 0.75 of peak on A100 but 0.59 x 0.83 = 0.49
-#:     of the FP8 peak on Hopper/Blackwell (fitted on Megatron-Core/NeMo measurements), so
-#:     A100 BF16 -> GB200 FP8 GEMMs gain 10.4x for a 16x peak ratio; (2) attention stays in BF16 and
-#:     pointwise work scales with HBM only; (3) the layout is the same on every system (TP 8, PP 8,
-#:     EP 16), whereas NVIDIA's projections re-tune each system and are not published with layouts.
-PUBLISHED_GAP = (0.15, 0.65)
+#:     of the FP8 peak on Hopper and Blackwell (fitted on NeMo 24.07 H100 FP8 points; the held-out
+#:     Megatron-Bridge 25.11 B200/GB200 FP8 points fit 0.85 for the FP8 factor, so Blackwell's is
+#:     measured, not just copied), so A100 BF16 -> GB200 FP8 GEMMs gain 10.4x for a 16x peak ratio;
+#: (2) attention stays in BF16 and pointwise work scales with HBM only; (3) the layout is the same on
+#:     every system (TP 8, PP 8, EP 16); with every overlap and interleaving switched on together the
+#:     ratios move by at most 0.3x (VARIANTS), and compute alone gives GB200/H100 2.31x: no equal
+#:     software assumption reaches 4x. (4) NVIDIA's ratios are projections; its own measured
+#:     Megatron-Bridge 25.11 ratios on dense Llama are 2.1-2.8x (test_measured_generation_ratios).
+PUBLISHED_GAP = (0.1, 0.65)
 
 
 @pytest.mark.parametrize("label", list(MEASURED))
 def test_ratios_against_published(tool, rows, label):
     p = {q["label"]: q for q in tool.published_rows(rows)}[label]
+    claim = next(c for c in tool.PUBLISHED if c.label == label)
+    assert p["model"] == pytest.approx(rows[claim.a]["step_time"] / rows[claim.b]["step_time"], rel=1e-12)
+    assert p["error"] == pytest.approx(p["model"] / claim.ratio - 1, rel=1e-12)
     assert p["model"] == pytest.approx(MEASURED[label], rel=0.02)
     assert PUBLISHED_GAP[0] <= p["model"] / p["published"] <= PUBLISHED_GAP[1]
+
+
+def test_every_claim_says_how_far_its_source_was_checked(tool):
+    for c in tool.PUBLISHED:
+        assert c.status in ("verified", "partly verified", "recalled, not found"), c.label
+        if c.status != "verified":
+            assert "not found" in c.source, c.label  # what could not be checked is named
+
+
+@pytest.fixture(scope="module")
+def measured(tool):
+    return {m["label"]: m for m in tool.measured_rows()}
+
+
+def test_measured_generation_ratios(tool, measured):
+    """Hopper -> Blackwell per-GPU throughput of one software release (Megatron-Bridge 25.11, FP8-CS,
+    each system on NVIDIA's own layout) against the library on the same validation points.
+    Hand-checked measured ratios: 30,624 / 14,451 = 2.12 (B200 / H100, Llama 3 8B), 31,508 / 14,451
+    = 2.18, 4,312 / 1,602 = 2.69, 661 / 292 = 2.26, 813 / 292 = 2.78. The model's (pinned at the
+    figures of `python tools/seed_study.py`) are within 12 % of every one - so the library reproduces
+    the generation step NVIDIA measured, and NVIDIA's 3x / 4x projections sit above its own
+    measurements on dense models."""
+    hand = {"B200 / H100, Llama 3 8B, 8 GPUs": 30624 / 14451,
+            "GB200 / H100, Llama 3 8B, 8 GPUs": 31508 / 14451,
+            "GB200 / H100, Llama 3 70B, 64 GPUs": 4312 / 1602,
+            "B200 / H100, Llama 3.1 405B, 128 / 1,024 GPUs": 661 / 292,
+            "GB200 / H100, Llama 3.1 405B, 256 / 1,024 GPUs": 813 / 292}
+    model = {"B200 / H100, Llama 3 8B, 8 GPUs": 2.23, "GB200 / H100, Llama 3 8B, 8 GPUs": 2.43,
+             "GB200 / H100, Llama 3 70B, 64 GPUs": 2.80,
+             "B200 / H100, Llama 3.1 405B, 128 / 1,024 GPUs": 2.25,
+             "GB200 / H100, Llama 3.1 405B, 256 / 1,024 GPUs": 2.47}
+    assert set(measured) == set(hand)
+    for label, m in measured.items():
+        assert m["measured"] == pytest.approx(hand[label], rel=1e-9), label
+        assert m["model"] == pytest.approx(model[label], rel=0.02), label
+        assert abs(m["error"]) <= 0.12, label
+        assert m["measured"] < 3.0  # below both projections
+
+
+def test_software_assumptions_do_not_reach_the_projections(tool, model):
+    """Overlaps and interleaving applied equally to every system move the fixed-layout ratios by at
+    most 0.33x (pinned at the figures of `python tools/seed_study.py`); the compute-alone ratio
+    (no bubble, no communication) is 2.13x for HGX B200 / H100 and 2.31x for GB200 / H100."""
+    v = {r["label"]: r for r in tool.variant_rows(model)}
+    base = v[tool.VARIANTS[0][0]]
+    assert base["gb200/h100"] == pytest.approx(MEASURED["GB200 NVL72 / HGX H100"], rel=0.02)
+    assert base["b200/h100"] == pytest.approx(MEASURED["HGX B200 / HGX H100"], rel=0.02)
+    alone = v["compute alone (no bubble, no communication)"]
+    assert alone["b200/h100"] == pytest.approx(2.13, rel=0.02)
+    assert alone["gb200/h100"] == pytest.approx(2.31, rel=0.02)
+    assert v["all three overlaps + interleaving"]["b200/h100"] == pytest.approx(2.09, rel=0.02)
+    for r in v.values():
+        assert r["b200/h100"] < 3.0 and r["gb200/h100"] < 4.0 and r["gb200/a100"] < 35, r["label"]
+        assert abs(r["gb200/h100"] - base["gb200/h100"]) <= 0.33, r["label"]
 
 
 def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
