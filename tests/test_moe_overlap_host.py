@@ -1,0 +1,103 @@
+"""Expert-parallel all-to-all overlap (Megatron-Core combined 1F1B) bounded by the compute it hides behind, and
+the host launch model (per-op host time, CUDA-graph scopes, the device-host sync of dropless MoE) - worked examples
+checked by hand from the node values the library computes for the published Megatron-Bridge points."""
+from __future__ import annotations
+
+import pytest
+
+from flopsheet.scenario import resolve
+from flopsheet.validate import Validator, load_points
+
+DSV3 = "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8"
+QWEN30 = "train-mbridge-25.11-dgx-h100-qwen3-30b-a3b-16gpu-fp8-cs"
+LLAMA8 = "train-mbridge-25.11-dgx-h100-llama3-8b-8gpu-fp8-cs"
+
+
+@pytest.fixture(scope="module")
+def point():
+    v = Validator()
+    pts = {p.id: p for p in load_points()}
+
+    def run(pid=DSV3, **sets):
+        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
+    return run
+
+
+def test_combined_1f1b_exposes_only_the_excess_and_the_sm_share(point):
+    r = point(moe_a2a_overlap="yes", ep_comm_sm_fraction=0.18)
+    a = r.scalar("ep_alltoall_net_time")
+    fwd, bwd, rec = r.scalar("layer_time_fwd"), r.scalar("layer_time_bwd"), r.scalar("layer_time_recompute")
+    assert r.scalar("ep_a2a_time_fwd_per_layer") == pytest.approx(2 * a)
+    assert r.scalar("ep_a2a_time_bwd_per_layer") == pytest.approx(2 * a)   # no full recompute
+    # forward a2a hides behind the other microbatch's backward, backward a2a behind its forward;
+    # each costs at least 18 % of itself (the SMs the dispatch kernels hold)
+    want = max(2 * a - (bwd + rec), 0.18 * 2 * a) + max(2 * a - fwd, 0.18 * 2 * a)
+    assert r.scalar("ep_overlap_exposed_per_layer") == pytest.approx(want, rel=1e-12)
+    # interleaved 1F1B, p = 8, v = 4, m = 8192 / 64 = 128: warm-up of 2 x 7 + 3 x 8 = 38 of 512 forward chunks
+    assert r.scalar("microbatches") == 128
+    assert r.scalar("ep_overlap_paired_fraction") == pytest.approx(1 - 38 / 512, rel=1e-12)
+    f = 1 - 38 / 512
+    stage = r.scalar("max_stage_layers") * 58 / 61
+    assert r.scalar("ep_comm_exposed_per_microbatch") == pytest.approx(stage * (f * want + (1 - f) * 4 * a), rel=1e-12)
+    assert r.scalar("step_ep_comm_time") == pytest.approx(128 * r.scalar("ep_comm_exposed_per_microbatch"), rel=1e-12)
+
+
+def test_overlap_bound_numbers_by_hand():
+    # A = 9 ms of a2a per direction, C_bwd = 8 ms, C_fwd = 4 ms, f = 0.18:
+    # forward a2a behind the backward: max(9 - 8, 1.62) = 1.62 ms (the SM share wins)
+    # backward a2a behind the forward: max(9 - 4, 1.62) = 5 ms (the compute window is too short)
+    assert max(9 - 8, 0.18 * 9) + max(9 - 4, 0.18 * 9) == pytest.approx(6.62)
+
+
+def test_without_combined_1f1b_the_flat_fraction_applies(point):
+    r = point(moe_a2a_overlap="no", ep_comm_overlap=0.25)
+    assert r.scalar("ep_comm_exposed_per_microbatch") == pytest.approx(0.75 * r.scalar("ep_comm_time_per_microbatch"), rel=1e-12)
+
+
+def test_host_ops_of_a_dropless_fp8_moe_layer(point):
+    r = point(QWEN30, cuda_graph_scope="none", host_time_per_op=10e-6)
+    # Qwen3-30B-A3B: every layer MoE, 128 experts over ep 8 = 16 local experts, FP8 current scaling:
+    # dense part 14 kernels + 4 GEMM inputs x 3 cast ops = 26; router and dispatcher 40;
+    # 16 experts x 2 GEMMs x (1 GEMM + 3 cast ops) = 128  ->  194 ops
+    assert r.scalar("moe_local_experts") == 16
+    assert r.scalar("host_ops_fwd_per_layer") == pytest.approx(14 + 12 + 40 + 128)
+    assert r.scalar("host_time_fwd_per_layer") == pytest.approx(194 * 10e-6)
+    assert r.scalar("host_time_bwd_per_layer") == pytest.approx(2 * 194 * 10e-6)
+    assert r.scalar("moe_host_sync") == 1
+    # 1.94 ms of host time per forward is less than the 2.9 ms the H100 computes at micro-batch 2: no GPU idle time
+    assert r.scalar("host_exposed_per_microbatch") == 0
+
+
+def test_host_bound_when_the_gpu_work_per_layer_is_short(point):
+    r = point(QWEN30, cuda_graph_scope="none", host_time_per_op=40e-6)
+    hf, hb = 194 * 40e-6, 2 * 194 * 40e-6
+    e = r.scalar("ep_comm_exposed_per_microbatch") / r.scalar("max_stage_layers")
+    gf = r.scalar("layer_time_fwd") + e / 2
+    gb = r.scalar("layer_time_bwd") + r.scalar("layer_time_recompute") + e / 2
+    assert hf > gf and hb > gb
+    want = r.scalar("max_stage_layers") * ((hf - gf) + (hb - gb))
+    assert r.scalar("host_exposed_per_microbatch") == pytest.approx(want, rel=1e-12)
+    assert r.scalar("step_host_time") == pytest.approx(r.scalar("microbatches") * want, rel=1e-12)
+    # the step breakdown still sums to the step time
+    parts = ["step_compute_time", "step_bubble_time", "step_tp_comm_time", "step_cp_comm_time", "step_ep_comm_time",
+             "step_pp_comm_time", "step_dp_comm_time", "step_embedding_comm_time", "step_host_time", "optimizer_step_time"]
+    assert sum(r.scalar(p) for p in parts) == pytest.approx(r.scalar("step_time"), rel=1e-12)
+
+
+def test_cuda_graphs_replace_the_static_parts(point):
+    r = point(QWEN30, cuda_graph_scope="attn_moe_router")
+    # attention graph + router/preprocess graph, the 16 experts' 128 ops stay eager
+    assert r.scalar("host_ops_fwd_per_layer") == pytest.approx(1 + 1 + 128)
+    full = point(QWEN30, cuda_graph_scope="full_iteration", moe_token_dropping="yes")
+    assert full.scalar("host_ops_fwd_per_layer") == 0 and full.scalar("moe_host_sync") == 0
+
+
+def test_token_dropping_removes_the_sync_and_dense_models_run_ahead(point):
+    drop = point(QWEN30, moe_token_dropping="yes", host_time_per_op=40e-6)
+    assert drop.scalar("moe_host_sync") == 0
+    # without a sync the host runs ahead: idle only if a whole microbatch's host time exceeds the GPU's
+    h = drop.scalar("max_stage_layers") * 3 * drop.scalar("host_time_fwd_per_layer")
+    g = drop.scalar("slowest_stage_compute_time_per_microbatch")
+    assert drop.scalar("host_exposed_per_microbatch") == pytest.approx(max(0.0, h - g), abs=1e-15)
+    dense = point(LLAMA8)
+    assert dense.scalar("moe_host_sync") == 0 and dense.scalar("host_exposed_per_microbatch") == 0
