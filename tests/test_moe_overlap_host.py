@@ -101,3 +101,15 @@ def test_token_dropping_removes_the_sync_and_dense_models_run_ahead(point):
     assert drop.scalar("host_exposed_per_microbatch") == pytest.approx(max(0.0, h - g), abs=1e-15)
     dense = point(LLAMA8)
     assert dense.scalar("moe_host_sync") == 0 and dense.scalar("host_exposed_per_microbatch") == 0
+
+
+def test_grouped_gemm_pays_a_fixed_cost_per_local_expert(point):
+    one = point(QWEN30, ep=16, dp=8, experts=16)        # one local expert: only the dense MLP's two GEMM kernels
+    many = point(QWEN30)                                  # 16 local experts: 15 more experts x 2 GEMMs each
+    assert one.scalar("moe_local_experts") == 1 and many.scalar("moe_local_experts") == 16
+    k = many.scalar("kernel_launch_overhead")
+    assert k == pytest.approx(4e-6)
+    extra = many.scalar("moe_pointwise_time_fwd") - (
+        (many.scalar("moe_permute_bytes_fwd") + many.scalar("moe_router_pointwise_bytes_fwd")) / many.scalar("memory_rate")
+        + 40 * k)
+    assert extra == pytest.approx(15 * 2 * 4e-6, rel=1e-9)   # 120 us per forward, twice that backward
