@@ -27,11 +27,16 @@ def test_combined_1f1b_exposes_only_the_excess_and_the_sm_share(point):
     r = point(moe_a2a_overlap="yes", ep_comm_sm_fraction=0.18)
     a = r.scalar("ep_alltoall_net_time")
     fwd, bwd, rec = r.scalar("layer_time_fwd"), r.scalar("layer_time_bwd"), r.scalar("layer_time_recompute")
-    assert r.scalar("ep_a2a_time_fwd_per_layer") == pytest.approx(2 * a)
-    assert r.scalar("ep_a2a_time_bwd_per_layer") == pytest.approx(2 * a)   # no full recompute
-    # forward a2a hides behind the other microbatch's backward, backward a2a behind its forward;
-    # each costs at least 18 % of itself (the SMs the dispatch kernels hold)
-    want = max(2 * a - (bwd + rec), 0.18 * 2 * a) + max(2 * a - fwd, 0.18 * 2 * a)
+    core = r.scalar("attention_core_time_fwd")
+    fa = r.scalar("ep_attn_block_time_fwd")
+    assert r.scalar("ep_mlp_block_time_fwd") == pytest.approx(fwd - fa, rel=1e-12)
+    ba = 2 * (fa - core) + 2.5 * core + rec             # backward GEMMs 2x, FlashAttention backward 2.5x
+    assert r.scalar("ep_attn_block_time_bwd") == pytest.approx(ba, rel=1e-12)
+    bm = bwd + rec - ba
+    assert r.scalar("ep_mlp_block_time_bwd") == pytest.approx(bm, rel=1e-12)
+    # combine-grad behind attention fwd, dispatch behind expert bwd, dispatch-grad behind expert fwd,
+    # combine behind attention bwd; each costs at least 18 % of itself (the SMs the dispatch kernels hold)
+    want = sum(max(a - c, 0.18 * a) for c in (fa, bm, fwd - fa, ba))
     assert r.scalar("ep_overlap_exposed_per_layer") == pytest.approx(want, rel=1e-12)
     # interleaved 1F1B, p = 8, v = 4, m = 8192 / 64 = 128: warm-up of 2 x 7 + 3 x 8 = 38 of 512 forward chunks
     assert r.scalar("microbatches") == 128
@@ -40,13 +45,15 @@ def test_combined_1f1b_exposes_only_the_excess_and_the_sm_share(point):
     stage = r.scalar("max_stage_layers") * 58 / 61
     assert r.scalar("ep_comm_exposed_per_microbatch") == pytest.approx(stage * (f * want + (1 - f) * 4 * a), rel=1e-12)
     assert r.scalar("step_ep_comm_time") == pytest.approx(128 * r.scalar("ep_comm_exposed_per_microbatch"), rel=1e-12)
+    # hiding never makes the all-to-all cheaper than its SM share, nor dearer than not overlapping it
+    assert 4 * 0.18 * a <= want <= 4 * a
 
 
 def test_overlap_bound_numbers_by_hand():
-    # A = 9 ms of a2a per direction, C_bwd = 8 ms, C_fwd = 4 ms, f = 0.18:
-    # forward a2a behind the backward: max(9 - 8, 1.62) = 1.62 ms (the SM share wins)
-    # backward a2a behind the forward: max(9 - 4, 1.62) = 5 ms (the compute window is too short)
-    assert max(9 - 8, 0.18 * 9) + max(9 - 4, 0.18 * 9) == pytest.approx(6.62)
+    # one all-to-all A = 2.3 ms against blocks of 1.3 (attention fwd), 5.5 (experts bwd), 2.8 (experts fwd)
+    # and 2.9 ms (attention bwd), f = 0.18: max(1.0, 0.414) + 3 x 0.414 = 2.242 ms
+    a, f = 2.3, 0.18
+    assert sum(max(a - c, f * a) for c in (1.3, 5.5, 2.8, 2.9)) == pytest.approx(1.0 + 3 * 0.414)
 
 
 def test_without_combined_1f1b_the_flat_fraction_applies(point):
