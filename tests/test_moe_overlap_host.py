@@ -120,3 +120,17 @@ def test_grouped_gemm_pays_a_fixed_cost_per_local_expert(point):
         (many.scalar("moe_permute_bytes_fwd") + many.scalar("moe_router_pointwise_bytes_fwd")) / many.scalar("memory_rate")
         + 40 * k)
     assert extra == pytest.approx(15 * 2 * 4e-6, rel=1e-9)   # 120 us per forward, twice that backward
+
+
+def test_fp8_casts_every_routed_copy(point):
+    q = point(QWEN30)
+    # Qwen3-30B-A3B: 48 MoE layers, top-8, no shared expert, force-balanced: 8 rows per token enter the experts
+    assert q.scalar("mlp_input_copies_per_token") == 8
+    d = point(DSV3)
+    # DeepSeek-V3: 3 dense layers (1 row) and 58 MoE layers (8 routed copies + the token for the shared expert)
+    assert d.scalar("mlp_input_copies_per_token") == pytest.approx((3 + 58 * 9) / 61)
+    t, h = q.scalar("tokens_per_microbatch_per_gpu"), 2048
+    per_elem = q.scalar("fp8_cast_bytes_per_element") / q.scalar("memory_rate")
+    # backward: QKV output grad (4096 + 2 x 512), out-proj grad (h), the experts' down grads (8 h), up grads (2 x 6144)
+    assert q.scalar("fp8_cast_time_bwd") == pytest.approx(t * (5120 + h * 9 + 2 * 6144) * per_elem, rel=1e-12)
+    assert point(LLAMA8).scalar("mlp_input_copies_per_token") == 1

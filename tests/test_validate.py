@@ -277,7 +277,7 @@ def test_every_row_is_within_its_stated_tolerance(report):
 
 #: category -> (median |error| bound, worst |error| bound); measured when written in the comment
 CATEGORY_BOUNDS = {
-    "training": (0.055, 1.60),    # median 5.0 % with vTrain, worst +156 % (Qwen3-30B-A3B, fine-grained MoE, host-bound)
+    "training": (0.055, 1.50),    # median 5.1 % with vTrain, worst +142 % (Qwen3-30B-A3B H100 dropless FP8-CS: unexplained, see megatron-bridge-moe)
     "memory": (0.005, 0.50),      # median 0.0 %; worst -47.9 % (torchtitan 405B measured peak: allocator,
                                   # Float8 and compile buffers not modelled); analytical families bounded below
     "collective": (0.075, 0.25),  # median 6.2 %, worst +22.8 % (A100 128 MiB)
@@ -294,7 +294,7 @@ FAMILY_BOUNDS = {
     ("mpt-llm-foundry", "training"): (0.08, 0.18),      # 6.4 %, +15.9 %
     ("megatron-core-h100", "training"): (0.05, 0.10),   # 4.2 %, -9.3 % (the H100 gemm_efficiency fit set)
     ("nemo-24.07", "training"): (0.065, 0.17),          # 5.3 %, -15.4 % (the Hopper fp8_gemm_efficiency_factor fit set)
-    ("megatron-bridge", "training"): (0.16, 1.60),      # 15.6 %, +149 % (held out; DeepSeek-V3 with its recipe's a2a overlap +47 %)
+    ("megatron-bridge", "training"): (0.18, 1.50),      # 17.4 %, +142 % (held out; DeepSeek-V3 with its recipe's a2a overlap +37 %)
     ("nccl-tests", "collective"): (0.075, 0.25),        # 6.2 %, +22.8 %
     ("megatron-bridge-blackwell", "training"): (0.05, 0.09),  # 4.3 %, +7.3 % (Hopper constants, held out)
     ("megatron-bridge-moe", "training"): (0.30, 0.60),  # 27.8 %, +54.9 % (held-out Qwen3 MoE rows; GPU side over-predicted)
