@@ -134,3 +134,14 @@ def test_fp8_casts_every_routed_copy(point):
     # backward: QKV output grad (4096 + 2 x 512), out-proj grad (h), the experts' down grads (8 h), up grads (2 x 6144)
     assert q.scalar("fp8_cast_time_bwd") == pytest.approx(t * (5120 + h * 9 + 2 * 6144) * per_elem, rel=1e-12)
     assert point(LLAMA8).scalar("mlp_input_copies_per_token") == 1
+
+
+def test_mla_attention_core_uses_its_own_head_widths(point):
+    d = point(DSV3)
+    # DeepSeek-V3 trains MLA non-absorbed: Q K^T over 128 + 64 = 192 per head, scores x V over 128
+    assert d.scalar("attention_core_macs_per_score") == 192 + 128
+    assert d.scalar("attention_core_flops_fwd") == pytest.approx(2 * d.scalar("attention_scores_per_layer") * 320, rel=1e-12)
+    # the GQA stand-in widths (head_dim 96) would give 2 x 96 = 192: MLA's core is 320/192 = 1.67x
+    g = point(DSV3, attention_kind="gqa")
+    assert d.scalar("attention_core_flops_fwd") / g.scalar("attention_core_flops_fwd") == pytest.approx(320 / 192)
+    assert point(LLAMA8).scalar("attention_core_macs_per_score") == 2 * 128
