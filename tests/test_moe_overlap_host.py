@@ -1,0 +1,147 @@
+"""Expert-parallel all-to-all overlap (Megatron-Core combined 1F1B) bounded by the compute it hides behind, and
+the host launch model (per-op host time, CUDA-graph scopes, the device-host sync of dropless MoE) - worked examples
+checked by hand from the node values the library computes for the published Megatron-Bridge points."""
+from __future__ import annotations
+
+import pytest
+
+from flopsheet.scenario import resolve
+from flopsheet.validate import Validator, load_points
+
+DSV3 = "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8"
+QWEN30 = "train-mbridge-25.11-dgx-h100-qwen3-30b-a3b-16gpu-fp8-cs"
+LLAMA8 = "train-mbridge-25.11-dgx-h100-llama3-8b-8gpu-fp8-cs"
+
+
+@pytest.fixture(scope="module")
+def point():
+    v = Validator()
+    pts = {p.id: p for p in load_points()}
+
+    def run(pid=DSV3, **sets):
+        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
+    return run
+
+
+def test_combined_1f1b_exposes_only_the_excess_and_the_sm_share(point):
+    r = point(moe_a2a_overlap="yes", ep_comm_sm_fraction=0.18)
+    a = r.scalar("ep_alltoall_net_time")
+    fwd, bwd, rec = r.scalar("layer_time_fwd"), r.scalar("layer_time_bwd"), r.scalar("layer_time_recompute")
+    core = r.scalar("attention_core_time_fwd")
+    fa = r.scalar("ep_attn_block_time_fwd")
+    assert r.scalar("ep_mlp_block_time_fwd") == pytest.approx(fwd - fa, rel=1e-12)
+    ba = 2 * (fa - core) + 2.5 * core + rec             # backward GEMMs 2x, FlashAttention backward 2.5x
+    assert r.scalar("ep_attn_block_time_bwd") == pytest.approx(ba, rel=1e-12)
+    bm = bwd + rec - ba
+    assert r.scalar("ep_mlp_block_time_bwd") == pytest.approx(bm, rel=1e-12)
+    # combine-grad behind attention fwd, dispatch behind expert bwd, dispatch-grad behind expert fwd,
+    # combine behind attention bwd; each costs at least 18 % of itself (the SMs the dispatch kernels hold)
+    want = sum(max(a - c, 0.18 * a) for c in (fa, bm, fwd - fa, ba))
+    assert r.scalar("ep_overlap_exposed_per_layer") == pytest.approx(want, rel=1e-12)
+    # interleaved 1F1B, p = 8, v = 4, m = 8192 / 64 = 128: warm-up of 2 x 7 + 3 x 8 = 38 of 512 forward chunks
+    assert r.scalar("microbatches") == 128
+    assert r.scalar("ep_overlap_paired_fraction") == pytest.approx(1 - 38 / 512, rel=1e-12)
+    f = 1 - 38 / 512
+    stage = r.scalar("max_stage_layers") * 58 / 61
+    assert r.scalar("ep_comm_exposed_per_microbatch") == pytest.approx(stage * (f * want + (1 - f) * 4 * a), rel=1e-12)
+    assert r.scalar("step_ep_comm_time") == pytest.approx(128 * r.scalar("ep_comm_exposed_per_microbatch"), rel=1e-12)
+    # hiding never makes the all-to-all cheaper than its SM share, nor dearer than not overlapping it
+    assert 4 * 0.18 * a <= want <= 4 * a
+
+
+def test_overlap_bound_numbers_by_hand():
+    # one all-to-all A = 2.3 ms against blocks of 1.3 (attention fwd), 5.5 (experts bwd), 2.8 (experts fwd)
+    # and 2.9 ms (attention bwd), f = 0.18: max(1.0, 0.414) + 3 x 0.414 = 2.242 ms
+    a, f = 2.3, 0.18
+    assert sum(max(a - c, f * a) for c in (1.3, 5.5, 2.8, 2.9)) == pytest.approx(1.0 + 3 * 0.414)
+
+
+def test_without_combined_1f1b_the_flat_fraction_applies(point):
+    r = point(moe_a2a_overlap="no", ep_comm_overlap=0.25)
+    assert r.scalar("ep_comm_exposed_per_microbatch") == pytest.approx(0.75 * r.scalar("ep_comm_time_per_microbatch"), rel=1e-12)
+
+
+def test_host_ops_of_a_dropless_fp8_moe_layer(point):
+    r = point(QWEN30, cuda_graph_scope="none", host_time_per_op=10e-6)
+    # Qwen3-30B-A3B: every layer MoE, 128 experts over ep 8 = 16 local experts, FP8 current scaling:
+    # dense part 14 kernels + 4 GEMM inputs x 3 cast ops = 26; router and dispatcher 40;
+    # 16 experts x 2 GEMMs x (1 GEMM + 3 cast ops) = 128  ->  194 ops
+    assert r.scalar("moe_local_experts") == 16
+    assert r.scalar("host_ops_fwd_per_layer") == pytest.approx(14 + 12 + 40 + 128)
+    assert r.scalar("host_time_fwd_per_layer") == pytest.approx(194 * 10e-6)
+    assert r.scalar("host_time_bwd_per_layer") == pytest.approx(2 * 194 * 10e-6)
+    assert r.scalar("moe_host_sync") == 1
+    # 1.94 ms of host time per forward is less than the 2.9 ms the H100 computes at micro-batch 2: no GPU idle time
+    assert r.scalar("host_exposed_per_microbatch") == 0
+
+
+def test_host_bound_when_the_gpu_work_per_layer_is_short(point):
+    r = point(QWEN30, cuda_graph_scope="none", host_time_per_op=40e-6)
+    hf, hb = 194 * 40e-6, 2 * 194 * 40e-6
+    e = r.scalar("ep_comm_exposed_per_microbatch") / r.scalar("max_stage_layers")
+    gf = r.scalar("layer_time_fwd") + e / 2
+    gb = r.scalar("layer_time_bwd") + r.scalar("layer_time_recompute") + e / 2
+    assert hf > gf and hb > gb
+    want = r.scalar("max_stage_layers") * ((hf - gf) + (hb - gb))
+    assert r.scalar("host_exposed_per_microbatch") == pytest.approx(want, rel=1e-12)
+    assert r.scalar("step_host_time") == pytest.approx(r.scalar("microbatches") * want, rel=1e-12)
+    # the step breakdown still sums to the step time
+    parts = ["step_compute_time", "step_bubble_time", "step_tp_comm_time", "step_cp_comm_time", "step_ep_comm_time",
+             "step_pp_comm_time", "step_dp_comm_time", "step_embedding_comm_time", "step_host_time", "optimizer_step_time"]
+    assert sum(r.scalar(p) for p in parts) == pytest.approx(r.scalar("step_time"), rel=1e-12)
+
+
+def test_cuda_graphs_replace_the_static_parts(point):
+    r = point(QWEN30, cuda_graph_scope="attn_moe_router")
+    # attention graph + router/preprocess graph, the 16 experts' 128 ops stay eager
+    assert r.scalar("host_ops_fwd_per_layer") == pytest.approx(1 + 1 + 128)
+    full = point(QWEN30, cuda_graph_scope="full_iteration", moe_token_dropping="yes")
+    assert full.scalar("host_ops_fwd_per_layer") == 0 and full.scalar("moe_host_sync") == 0
+
+
+def test_token_dropping_removes_the_sync_and_dense_models_run_ahead(point):
+    drop = point(QWEN30, moe_token_dropping="yes", host_time_per_op=40e-6)
+    assert drop.scalar("moe_host_sync") == 0
+    # without a sync the host runs ahead: idle only if a whole microbatch's host time exceeds the GPU's
+    h = drop.scalar("max_stage_layers") * 3 * drop.scalar("host_time_fwd_per_layer")
+    g = drop.scalar("slowest_stage_compute_time_per_microbatch")
+    assert drop.scalar("host_exposed_per_microbatch") == pytest.approx(max(0.0, h - g), abs=1e-15)
+    dense = point(LLAMA8)
+    assert dense.scalar("moe_host_sync") == 0 and dense.scalar("host_exposed_per_microbatch") == 0
+
+
+def test_grouped_gemm_pays_a_fixed_cost_per_local_expert(point):
+    one = point(QWEN30, ep=16, dp=8, experts=16)        # one local expert: only the dense MLP's two GEMM kernels
+    many = point(QWEN30)                                  # 16 local experts: 15 more experts x 2 GEMMs each
+    assert one.scalar("moe_local_experts") == 1 and many.scalar("moe_local_experts") == 16
+    k = many.scalar("kernel_launch_overhead")
+    assert k == pytest.approx(4e-6)
+    extra = many.scalar("moe_pointwise_time_fwd") - (
+        (many.scalar("moe_permute_bytes_fwd") + many.scalar("moe_router_pointwise_bytes_fwd")) / many.scalar("memory_rate")
+        + 40 * k)
+    assert extra == pytest.approx(15 * 2 * 4e-6, rel=1e-9)   # 120 us per forward, twice that backward
+
+
+def test_fp8_casts_every_routed_copy(point):
+    q = point(QWEN30)
+    # Qwen3-30B-A3B: 48 MoE layers, top-8, no shared expert, force-balanced: 8 rows per token enter the experts
+    assert q.scalar("mlp_input_copies_per_token") == 8
+    d = point(DSV3)
+    # DeepSeek-V3: 3 dense layers (1 row) and 58 MoE layers (8 routed copies + the token for the shared expert)
+    assert d.scalar("mlp_input_copies_per_token") == pytest.approx((3 + 58 * 9) / 61)
+    t, h = q.scalar("tokens_per_microbatch_per_gpu"), 2048
+    per_elem = q.scalar("fp8_cast_bytes_per_element") / q.scalar("memory_rate")
+    # backward: QKV output grad (4096 + 2 x 512), out-proj grad (h), the experts' down grads (8 h), up grads (2 x 6144)
+    assert q.scalar("fp8_cast_time_bwd") == pytest.approx(t * (5120 + h * 9 + 2 * 6144) * per_elem, rel=1e-12)
+    assert point(LLAMA8).scalar("mlp_input_copies_per_token") == 1
+
+
+def test_mla_attention_core_uses_its_own_head_widths(point):
+    d = point(DSV3)
+    # DeepSeek-V3 trains MLA non-absorbed: Q K^T over 128 + 64 = 192 per head, scores x V over 128
+    assert d.scalar("attention_core_macs_per_score") == 192 + 128
+    assert d.scalar("attention_core_flops_fwd") == pytest.approx(2 * d.scalar("attention_scores_per_layer") * 320, rel=1e-12)
+    # the GQA stand-in widths (head_dim 96) would give 2 x 96 = 192: MLA's core is 320/192 = 1.67x
+    g = point(DSV3, attention_kind="gqa")
+    assert d.scalar("attention_core_flops_fwd") / g.scalar("attention_core_flops_fwd") == pytest.approx(320 / 192)
+    assert point(LLAMA8).scalar("attention_core_macs_per_score") == 2 * 128
