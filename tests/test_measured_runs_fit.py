@@ -22,6 +22,11 @@ KNOWN_OVER = {
     "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8": (79.9, 74.5),
     "train-nemo2407-h100-gpt3-175b-512gpu": (78.5, 74.5),
     "train-nemo2407-h100-llama3-8b-8gpu": (77.0, 74.5),
+    # the megatron-bridge-moe family (added after the list was made), same recipes as above
+    "train-mbridge-25.09-dgx-h100-qwen3-30b-a3b-16gpu-tokendrop": (89.1, 74.5),
+    "train-mbridge-25.09-dgx-h100-qwen3-235b-a22b-256gpu-tokendrop": (81.1, 74.5),
+    "train-mbridge-25.09-dgx-gb200-qwen3-30b-a3b-8gpu-tokendrop": (183.5, 173.2),
+    "train-mbridge-25.11-dgx-gb200-qwen3-30b-a3b-8gpu-fp8-mx": (183.5, 173.2),
 }
 
 
