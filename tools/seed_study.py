@@ -40,7 +40,7 @@ BASE = "scenarios/seed-gpt-moe-1.8t-a100"
 OUTPUTS = ["step_time", "tokens_per_second", "mfu", "memory_per_gpu", "fits_in_memory",
            "parallel_config_valid", "step_compute_time", "step_bubble_time", "step_tp_comm_time",
            "step_ep_comm_time", "step_pp_comm_time", "step_dp_comm_time", "step_cp_comm_time",
-           "step_embedding_comm_time", "optimizer_step_time", "peak_flops_per_gpu", "hbm_bandwidth",
+           "step_embedding_comm_time", "step_host_time", "optimizer_step_time", "peak_flops_per_gpu", "hbm_bandwidth",
            "scaleup_link_bw", "scaleup_links_per_gpu", "scaleup_domain_size", "scaleout_nic_bw"]
 
 
