@@ -241,7 +241,7 @@ def cmd_search(args) -> int:
     if not len(kept):
         print("no feasible configuration")
         return 1
-    axes = [n for n in r.job.grid.names]
+    axes = [a.name for a in r.job.grid.axes if len(a) > 1]  # a one-value axis is a setting, not a choice
     shown = axes + [c for c in [r.objective] + r.space.show if c in df.columns and c not in axes]
     print()
     print_rows(lib, kept, list(dict.fromkeys(shown)), top=args.top)
