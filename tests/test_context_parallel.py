@@ -84,3 +84,22 @@ def test_ulysses_all_to_all_volumes_and_head_check(point):
     assert not point(cp_mode="ulysses", cp=16, dp=1).scalar("cp_heads_divisible")
     assert point(cp_mode="ring", cp=16, dp=1).scalar("cp_heads_divisible")
 
+
+def test_causal_skipping_at_128k(model):
+    """Llama 3.1 405B at 131,072 tokens, tp 8, cp 16 (Dubey et al. 2024, Table 4 long-context row)."""
+    r = run_scenario(model, "llama3-405b-h100-16k", cp=16, dp=8, seq_len=131072, global_batch=128)
+    s, cp, tp = 131072, 16, 8
+    # each GPU: 128/8 heads x s/cp queries x s keys x 1/2 (lower triangle) = 8,589,934,592 scores per layer
+    assert r.scalar("attention_scores_per_layer") == 16 * (s // cp) * s // 2 == 8_589_934_592
+    # summed over the cp x tp GPUs of a layer: half of the full s x s score matrix of all 128 heads
+    assert r.scalar("attention_scores_per_layer") * cp * tp == 128 * s * s / 2
+    # Q K^T and P V, 2 FLOP per MAC, head_dim 128: 4 x 8.59e9 x 128 = 4.398e12 FLOP per layer and GPU
+    assert r.scalar("attention_core_flops_fwd") == pytest.approx(4 * 8_589_934_592 * 128, rel=1e-12)
+    # the model-FLOPs count (causal convention) also takes half: s/2 keys per query on average
+    full = run_scenario(model, "llama3-405b-h100-16k", cp=16, dp=8, seq_len=131072, global_batch=128,
+                        attention_flops_mask="full")
+    causal = run_scenario(model, "llama3-405b-h100-16k", cp=16, dp=8, seq_len=131072, global_batch=128,
+                          attention_flops_mask="causal")
+    assert causal.scalar("attention_score_macs_per_token") == pytest.approx(full.scalar("attention_score_macs_per_token") / 2, rel=1e-12)
+    # load-balanced chunks: every ring step is 1/cp of the GPU's causal work
+    assert r.scalar("cp_attention_block_time_fwd") == pytest.approx(r.scalar("attention_core_time_fwd") / cp, rel=1e-12)
