@@ -73,10 +73,11 @@ def test_each_step_is_bounded_by_the_hardware_ratio_it_changes(tool, model):
 
 
 # Measured with `python tools/seed_study.py` (the model's ratio, then NVIDIA's / Kundu et al.'s).
-# H100 FP8 / A100 BF16: 2.90x vs "up to 9x"; HGX B200 / HGX H100: 1.76x vs 3x;
-# GB200 NVL72 / HGX H100: 2.31x vs 4x; GB200 NVL72 / A100: 6.70x vs ~35x.
-MEASURED = {"H100 FP8 / A100 BF16": 2.90, "HGX B200 / HGX H100": 1.76,
-            "GB200 NVL72 / HGX H100": 2.31, "GB200 NVL72 / A100": 6.70}
+# H100 FP8 / A100 BF16: 2.92x vs "up to 9x"; HGX B200 / HGX H100: 1.78x vs 3x;
+# GB200 NVL72 / HGX H100: 2.36x vs 4x; GB200 NVL72 / A100: 6.89x vs ~35x
+# (collective launch latency 9.1 us on Hopper/Blackwell, 7.5 us on A100, host overhead not charged in training).
+MEASURED = {"H100 FP8 / A100 BF16": 2.92, "HGX B200 / HGX H100": 1.78,
+            "GB200 NVL72 / HGX H100": 2.36, "GB200 NVL72 / A100": 6.89}
 #: Why the model gives about half of the published ratios (stated, not fitted away):
 #: (1) calibration - the library's sustained GEMM rate is 0.75 of peak on A100 but 0.59 x 0.83 = 0.49
 #:     of the FP8 peak on Hopper/Blackwell (fitted on Megatron-Core/NeMo measurements), so
@@ -95,8 +96,8 @@ def test_ratios_against_published(tool, rows, label):
 
 def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
     """--retune searches each system's layout (the fixed one is among the candidates, so it can only
-    be as fast or faster). Measured: GB200 NVL72 / HGX H100 3.07x (published 4x), HGX B200 / HGX H100
-    2.14x (3x), GB200 NVL72 / A100 8.5x (~35x)."""
+    be as fast or faster). Measured: GB200 NVL72 / HGX H100 3.22x (published 4x), HGX B200 / HGX H100
+    2.24x (3x), GB200 NVL72 / A100 9.1x (~35x)."""
     best = tool.retune()
     fixed = {r["endpoint"]: r["step_time"] for r in rows if r["endpoint"]}
     fixed["seed-gpt-moe-1.8t-a100"] = rows[0]["step_time"]
@@ -104,9 +105,9 @@ def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
         assert b["step_time"] <= fixed[f"seed-gpt-moe-1.8t-{s}"] * (1 + 1e-9), s
     ratio = {k: best[a]["step_time"] / best[b]["step_time"] for k, a, b in
              [("b200", "h100", "b200"), ("gb200", "h100", "gb200-nvl72"), ("a100", "a100", "gb200-nvl72")]}
-    assert ratio["b200"] == pytest.approx(2.14, rel=0.02)
-    assert ratio["gb200"] == pytest.approx(3.07, rel=0.02)
-    assert ratio["a100"] == pytest.approx(8.52, rel=0.02)
+    assert ratio["b200"] == pytest.approx(2.24, rel=0.02)
+    assert ratio["gb200"] == pytest.approx(3.22, rel=0.02)
+    assert ratio["a100"] == pytest.approx(9.12, rel=0.02)
 
 
 def test_gpt_moe_1_8t_parameter_count(model):
