@@ -20,7 +20,7 @@ MODEL = Model(LIB)
 
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 
-NO_LATENCY = dict(collective_launch_latency=0.0, scaleup_hop_latency=0.0,
+NO_LATENCY = dict(collective_launch_latency=0.0, collective_call_overhead=0.0, scaleup_hop_latency=0.0,
                   scaleup_simple_hop_latency=0.0, scaleout_hop_latency=0.0,
                   scaleout_simple_hop_latency=0.0, nvls_latency=0.0, scaleout_switch_latency=0.0)
 
@@ -156,7 +156,7 @@ def test_allgather_and_reducescatter_are_bandwidth_optimal_rings():
 
 def test_rhd_has_log_latency_and_ring_volume():
     r = ev(["coll_allreduce_rhd_time", "coll_allreduce_ring_simple_time"], scenario="allreduce-sweep-h100",
-           coll_msg_bytes=0, collective_launch_latency=0)
+           coll_msg_bytes=0, collective_launch_latency=0, collective_call_overhead=0)
     assert r["coll_allreduce_rhd_time"] == pytest.approx(2 * 3 * 3.4e-6, rel=1e-12)  # 2 log2(8) steps
     assert r["coll_allreduce_ring_simple_time"] == pytest.approx(14 * 3.4e-6, rel=1e-12)
     big = ev(["coll_allreduce_rhd_time", "coll_allreduce_ring_simple_time"], scenario="allreduce-sweep-h100",
@@ -296,7 +296,7 @@ def test_group_formulas_equal_the_probe(group, scenario):
             probe_names.append(f"coll_{c}_{suf}")
             group_names.append(f"{group}_{c}_{'net_time' if suf == 'time' else suf}")
     g = ev(group_names, scenario=scenario, **degrees, **extra)
-    p = ev(probe_names, scenario=scenario, **degrees, coll_group_size=size, coll_group_stride=int(stride),
+    p = ev(probe_names, scenario=scenario, **degrees, coll_group_size=size, coll_group_stride=int(stride), collective_call_overhead=0,
            coll_msg_bytes=sizes)
     for pn, gn in zip(probe_names, group_names):
         np.testing.assert_allclose(g[gn], p[pn], rtol=1e-13, err_msg=f"{gn} vs {pn}")

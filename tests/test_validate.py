@@ -50,7 +50,8 @@ def published():
 #: a committed script from its data file under tools/data, with its citation and licence)
 EXTRA_FAMILIES = {"vtrain-multi", "megatron-bridge-blackwell", "torchtitan-memory", "cost-anchors",
                   "megatron-bridge-moe",  # held-out MoE rows of the Megatron-Bridge archive page (hand-entered, cited)
-                  "maxtext-v5p", "tpu-recipes-v5p", "rccl-tests-mi300x"}
+                  "maxtext-v5p", "tpu-recipes-v5p", "rccl-tests-mi300x",
+                  "nccl-tests-nvlink5-efa"}  # the last written by hand from its cited tables (16 rows)
 
 
 def base_metric(metric: str) -> tuple[str, str | None]:
@@ -278,10 +279,11 @@ def test_every_row_is_within_its_stated_tolerance(report):
 
 #: category -> (median |error| bound, worst |error| bound); measured when written in the comment
 CATEGORY_BOUNDS = {
-    "training": (0.055, 1.50),    # median 5.1 % with vTrain, worst +142 % (Qwen3-30B-A3B H100 dropless FP8-CS: unexplained, see megatron-bridge-moe)
+    "training": (0.06, 1.50),     # median 5.3 % with the MoE and TPU families, worst +142 % (Qwen3-30B-A3B H100 dropless FP8-CS: unexplained, see megatron-bridge-moe)
     "memory": (0.005, 0.26),      # median 0.0 %; worst -24.2 % (torchtitan 405B 1F1B reserved peak: the run's own
                                   # fragmentation, Float8 and compile buffers not modelled); analytical families below
-    "collective": (0.075, 0.25),  # median 6.2 %, worst +22.8 % (A100 128 MiB)
+    "collective": (0.075, 0.40),  # worst +39.6 % (B200 8 MiB: a measured 2-8 MiB plateau); +22.8 % (A100
+                                  # 128 MiB) before the NVLink 5 / EFA family
     "inference": (0.10, 0.35),    # median 4.9 %, worst -32.9 % (TRT-LLM v0.5 TTFT, 7B, 128 tokens)
     "cost": (0.06, 0.52),         # median 0.8 %, worst -50 % (Chiplet Actuary's 3nm D0 vs the node table)
 }
@@ -298,6 +300,7 @@ FAMILY_BOUNDS = {
     ("megatron-bridge", "training"): (0.18, 1.50),      # 17.4 %, +142 % (held out; DeepSeek-V3 with its recipe's a2a overlap +37 %)
     ("nccl-tests", "collective"): (0.075, 0.25),        # 6.2 %, +22.8 %
     ("rccl-tests-mi300x", "collective"): (0.035, 0.21),  # 2.4 %, -19.4 % (MI300X Infinity Fabric constants fitted on 11 of the 24 rows; held out 5.0 %, -19.4 %)
+    ("nccl-tests-nvlink5-efa", "collective"): (0.07, 0.40),  # 5.5 %, +39.6 % (B200 8 MiB; NVL72 512 MiB +36.0 %)
     ("megatron-bridge-blackwell", "training"): (0.05, 0.09),  # 4.3 %, +7.3 % (Hopper constants, held out)
     ("megatron-bridge-moe", "training"): (0.30, 0.60),  # 27.8 %, +54.9 % (held-out Qwen3 MoE rows; GPU side over-predicted)
     ("gpt-fast", "inference"): (0.03, 0.05),            # 1.9 %, +2.5 % (the A100 serving fit set)

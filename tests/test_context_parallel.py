@@ -1,0 +1,105 @@
+"""Context parallelism (issue 11): ring / all-gather / Ulysses modes, the per-step ring overlap bound and causal
+skipping at 128K - hand-checked worked examples on Llama 3 8B (NeMo 24.07 H100 point) and Llama 3.1 405B."""
+from __future__ import annotations
+
+import pytest
+
+from flopsheet.scenario import resolve
+from flopsheet.validate import Validator, load_points
+
+from conftest import run_scenario
+
+L8B = "train-nemo2407-h100-llama3-8b-8gpu"   # Llama 3 8B: 32 layers, h 4096, 32 heads, 8 KV heads of 128, cp 2
+US = 1e-6
+
+
+@pytest.fixture(scope="module")
+def point():
+    v = Validator()
+    pts = {p.id: p for p in load_points()}
+
+    def run(pid=L8B, **sets):
+        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
+    return run
+
+
+def test_ring_is_the_default_and_hides_behind_attention_blocks(point):
+    r = point()
+    assert r.scalar("cp_mode") == 0  # ring
+    # K and V of the local 4096 tokens: 2 x 2 bytes x 4096 x 1024
+    assert r.scalar("cp_p2p_msg_bytes") == 2 * 2 * 4096 * 1024 == 16_777_216
+    # each of the cp=2 steps carries half the GPU's causal attention
+    assert r.scalar("cp_attention_block_time_fwd") == pytest.approx(r.scalar("attention_core_time_fwd") / 2, rel=1e-12)
+    # one step's transfer (~58 us over NVLink) is shorter than one block (~384 us): nothing exposed
+    assert r.scalar("cp_p2p_net_time") < r.scalar("cp_attention_block_time_fwd")
+    assert r.scalar("cp_comm_exposed_per_microbatch") == 0 and r.scalar("step_cp_comm_time") == 0
+    # before overlap: 32 layers x 3 x (cp - 1) transfers
+    assert r.scalar("cp_comm_time_per_microbatch") == pytest.approx(32 * 3 * r.scalar("cp_p2p_net_time"), rel=1e-12)
+
+
+def test_ring_across_nodes_is_exposed_by_the_per_step_bound(point):
+    """cp 16 over two DGX H100 nodes at 8K: each GPU holds 512 tokens, a step sends 2 MiB over NDR."""
+    r = point(cp=16, dp=1)
+    assert r.scalar("cp_domains") == 2 and r.scalar("cp_p2p_msg_bytes") == 2 * 2 * 512 * 1024 == 2_097_152
+    # launch 9.1 us + Simple step 14 us + 2 MiB / (400 Gb/s x 0.9) = 9.1 + 14 + 46.603 = 69.703 us (LL: 2.7 + 93.2)
+    p2p = 9.1 * US + 14 * US + 2_097_152 / 45e9
+    assert r.scalar("cp_p2p_net_time") == pytest.approx(p2p, rel=1e-12)
+    assert p2p == pytest.approx(69.703 * US, abs=0.001 * US)
+    blk = r.scalar("cp_attention_block_time_fwd")            # ~6.0 us: 512 queries x 512 keys
+    # 15 steps x (forward K/V exposed + backward K/V and dK/dV behind 2.5 blocks)
+    exposed = 15 * ((p2p - blk) + (2 * p2p - 2.5 * blk))
+    assert r.scalar("cp_ring_exposed_per_layer") == pytest.approx(exposed, rel=1e-12)
+    assert exposed == pytest.approx(2821.4 * US, rel=1e-3)
+    assert r.scalar("cp_comm_exposed_per_microbatch") == pytest.approx(32 * exposed, rel=1e-12)
+    # selective recompute reruns the core attention and its forward ring; full recompute too
+    sel = point(cp=16, dp=1, recompute="selective")
+    assert sel.scalar("cp_ring_exposed_per_layer") == pytest.approx(15 * (2 * (p2p - blk) + (2 * p2p - 2.5 * blk)), rel=1e-12)
+
+
+def test_allgather_mode_gathers_kv_twice_and_reduce_scatters_dkv(point):
+    r = point(cp_mode="allgather", cp=16, dp=1, cp_comm_overlap=0)
+    # gathered K/V of the whole 8K sequence: 16 x 2 MiB
+    assert r.scalar("cp_allgather_msg_bytes") == 16 * 2_097_152
+    ag = r.scalar("cp_allgather_net_time")
+    assert r.scalar("cp_reducescatter_net_time") == ag
+    assert r.scalar("cp_allgather_time_per_layer") == pytest.approx(3 * ag, rel=1e-12)  # fwd AG, bwd AG + RS
+    assert r.scalar("cp_comm_exposed_per_microbatch") == pytest.approx(32 * 3 * ag, rel=1e-12)
+    full = point(cp_mode="allgather", cp=16, dp=1, recompute="full")
+    assert full.scalar("cp_allgather_time_per_layer") == pytest.approx(4 * ag, rel=1e-12)
+
+
+def test_ulysses_all_to_all_volumes_and_head_check(point):
+    r = point(cp_mode="ulysses")
+    # Q (32 heads) + K, V (8 heads each) of 4096 local tokens, x 128 x 2 bytes; output 32 heads
+    assert r.scalar("cp_ulysses_qkv_bytes") == 2 * 4096 * (4096 + 2 * 1024) == 50_331_648
+    assert r.scalar("cp_ulysses_out_bytes") == 2 * 4096 * 4096 == 33_554_432
+    # cp 2 inside one NVLink domain: half of each buffer leaves the GPU, over the ring bandwidth
+    per_byte = (2 - 1) / 2 / r.scalar("scaleup_ring_bw")
+    assert r.scalar("cp_alltoall_time_per_byte") == pytest.approx(per_byte, rel=1e-12)
+    lat = r.scalar("collective_launch_latency") + r.scalar("scaleup_simple_hop_latency")
+    one_pass = 2 * lat + (50_331_648 + 33_554_432) * per_byte
+    assert r.scalar("cp_ulysses_time_per_layer") == pytest.approx(2 * one_pass, rel=1e-12)  # forward + backward
+    assert r.scalar("parallel_config_valid")
+    # 8 KV heads cannot split over cp 16: Ulysses is invalid there, the ring is not
+    assert not point(cp_mode="ulysses", cp=16, dp=1).scalar("cp_heads_divisible")
+    assert point(cp_mode="ring", cp=16, dp=1).scalar("cp_heads_divisible")
+
+
+def test_causal_skipping_at_128k(model):
+    """Llama 3.1 405B at 131,072 tokens, tp 8, cp 16 (Dubey et al. 2024, Table 4 long-context row)."""
+    r = run_scenario(model, "llama3-405b-h100-16k", cp=16, dp=8, seq_len=131072, global_batch=128)
+    s, cp, tp = 131072, 16, 8
+    # each GPU: 128/8 heads x s/cp queries x s keys x 1/2 (lower triangle) = 8,589,934,592 scores per layer
+    assert r.scalar("attention_scores_per_layer") == 16 * (s // cp) * s // 2 == 8_589_934_592
+    # summed over the cp x tp GPUs of a layer: half of the full s x s score matrix of all 128 heads
+    assert r.scalar("attention_scores_per_layer") * cp * tp == 128 * s * s / 2
+    # Q K^T and P V, 2 FLOP per MAC, head_dim 128: 4 x 8.59e9 x 128 = 4.398e12 FLOP per layer and GPU
+    assert r.scalar("attention_core_flops_fwd") == pytest.approx(4 * 8_589_934_592 * 128, rel=1e-12)
+    # the model-FLOPs count (causal convention) also takes half: s/2 keys per query on average
+    full = run_scenario(model, "llama3-405b-h100-16k", cp=16, dp=8, seq_len=131072, global_batch=128,
+                        attention_flops_mask="full")
+    causal = run_scenario(model, "llama3-405b-h100-16k", cp=16, dp=8, seq_len=131072, global_batch=128,
+                          attention_flops_mask="causal")
+    assert causal.scalar("attention_score_macs_per_token") == pytest.approx(full.scalar("attention_score_macs_per_token") / 2, rel=1e-12)
+    # load-balanced chunks: every ring step is 1/cp of the GPU's causal work
+    assert r.scalar("cp_attention_block_time_fwd") == pytest.approx(r.scalar("attention_core_time_fwd") / cp, rel=1e-12)
