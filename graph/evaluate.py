@@ -255,8 +255,8 @@ class Model:
             aargs.append(a)
         _check_shapes(prog.leaves, aargs)
         bad: list = []
-        with np.errstate(all="ignore"):
-            out = prog.array(bad, aargs)
+        with np.errstate(all="ignore"):  # unchecked: the same values without the checks
+            out = (prog.array if check else prog.fast)(bad, aargs)
         env.update(zip(prog.names, out))
         res = Result(env, frozenset(overridden))
         shape = np.broadcast_shapes(*[np.shape(a) for a in aargs]) if aargs else ()

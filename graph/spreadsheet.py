@@ -13,6 +13,7 @@ compute exactly what the array forms compute; tests hold them to it.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -37,19 +38,71 @@ def _approx_equal(a, b):
     return (a == b) | (np.abs(a - b) < np.maximum(np.abs(a), np.abs(b)) * APPROX)
 
 
+@lru_cache(maxsize=4096)
+def tie_band(c: float) -> tuple[float, float] | None:
+    """(lo, hi): the doubles ``a`` that equal ``c`` within 2^-48 are exactly lo <= a <= hi.
+
+    Found by stepping one double at a time from ``c`` with the scalar test itself (the band
+    is ~2^-48 of ``c`` wide, a few dozen doubles), so comparing an array with one number is
+    one or two numpy comparisons instead of nine operations; NaN is in no band, as before.
+    None for a non-finite ``c`` (the general path handles it).
+    """
+    if not math.isfinite(c):
+        return None
+    ends = []
+    for toward in (-math.inf, math.inf):
+        x = c
+        for _ in range(_BAND_STEPS):
+            y = math.nextafter(x, toward)
+            if not s_eq(y, c):
+                break
+            x = y
+        else:
+            return None  # wider than expected (cannot happen for doubles); general path
+        ends.append(x)
+    return ends[0], ends[1]
+
+
+_BAND_STEPS = 256
+
+
+def _band(a, b):
+    """(array, (lo, hi), swapped) when one operand is a number and the other an array of
+    float64 (the comparison is then a threshold test), else None."""
+    if type(a) is np.ndarray and a.ndim and a.dtype == np.float64 and np.ndim(b) == 0:
+        band = tie_band(float(b))
+        return None if band is None else (a, band, False)
+    if type(b) is np.ndarray and b.ndim and b.dtype == np.float64 and np.ndim(a) == 0:
+        band = tie_band(float(a))
+        return None if band is None else (b, band, True)
+    return None
+
+
 def ss_eq(a, b):
+    t = _band(a, b)
+    if t is not None:
+        x, (lo, hi), _ = t
+        return x == lo if lo == hi else (x >= lo) & (x <= hi)
     return _approx_equal(a, b)
 
 
 def ss_ne(a, b):
-    return ~_approx_equal(a, b)
+    return ~ss_eq(a, b)
 
 
 def ss_lt(a, b):
+    t = _band(a, b)
+    if t is not None:  # below the band of b / above the band of a
+        x, (lo, hi), swapped = t
+        return x > hi if swapped else x < lo
     return (np.asarray(a) < np.asarray(b)) & ~_approx_equal(a, b)
 
 
 def ss_le(a, b):
+    t = _band(a, b)
+    if t is not None:
+        x, (lo, hi), swapped = t
+        return x >= lo if swapped else x <= hi
     return (np.asarray(a) <= np.asarray(b)) | _approx_equal(a, b)
 
 

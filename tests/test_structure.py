@@ -16,7 +16,7 @@ GRAPH = Path(flopsheet.__file__).parent
 LAYERS = [
     {"errors", "names", "parser", "spreadsheet", "yamlio", "diskcache"},
     {"units", "declarations"},
-    {"library", "libcache", "compile", "codegen"},
+    {"library", "libcache", "compile", "codegen", "emit"},
     {"evaluate", "fmt", "scenario"},
     {"sensitivity", "nonsmooth", "audit", "validate_points", "validate_report", "validate_run"},
     {"validate", "cli"},
