@@ -14,7 +14,7 @@ GRAPH = Path(flopsheet.__file__).parent
 
 #: import layers: a module may import only from its own layer or lower ones
 LAYERS = [
-    {"errors", "names", "parser", "spreadsheet", "yamlio", "diskcache"},
+    {"errors", "names", "parser", "spreadsheet", "yamlio", "diskcache", "allocator"},
     {"units", "declarations"},
     {"library", "libcache", "compile", "codegen", "emit"},
     {"evaluate", "fmt", "scenario"},
