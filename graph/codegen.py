@@ -26,6 +26,8 @@ import numpy as np
 from . import spreadsheet as S
 
 VARIANTS = ("scalar", "array", "fast")
+_F64 = np.dtype(np.float64)
+
 
 class NonFinite(ArithmeticError):
     """Raised by scalar code at a non-finite value (the array variant then reports it)."""
@@ -43,6 +45,36 @@ def _allfinite(x):
     return np.isfinite(x).all()
 
 
+def _where(c, x, y):
+    """``numpy.where(c, x, y)`` - the same values, shape and dtype - without the per-element
+    pass when one branch is taken on every row (a condition on fixed inputs, or a grid
+    chunk where it happens to hold everywhere): the taken float64 array is returned as is
+    (registers are never written in place), a taken float64 number is filled in."""
+    if type(c) is np.ndarray and c.ndim:
+        if c.all():
+            r, o = x, y
+        elif c.any():
+            return np.where(c, x, y)
+        else:
+            r, o = y, x
+        shape = c.shape
+    else:
+        r, o = (x, y) if c else (y, x)
+        shape = None
+    if type(o) is np.ndarray:
+        if o.dtype != _F64 or (o.ndim and o.shape != (shape or o.shape)):
+            return np.where(c, x, y)
+        shape = shape or o.shape
+    elif type(o) is not float and type(o) is not np.float64:
+        return np.where(c, x, y)
+    if type(r) is np.ndarray:
+        if r.dtype == _F64 and r.ndim and r.shape == (shape or r.shape):
+            return r
+    elif (type(r) is float or type(r) is np.float64) and shape:
+        return np.full(shape, r)
+    return np.where(c, x, y)
+
+
 _NS_SCALAR = {"_isf": math.isfinite, "_sum": sum, "_NF": NonFinite, "_sqrt": math.sqrt, "_exp": math.exp,
               "_log": math.log, "_s_ceil": S.s_ceil, "_s_floor": S.s_floor, "_s_mod": S.s_mod,
               "_s_eq": S.s_eq, "_s_ne": S.s_ne, "_s_lt": S.s_lt, "_s_le": S.s_le,
@@ -51,15 +83,17 @@ _NS_SCALAR = {"_isf": math.isfinite, "_sum": sum, "_NF": NonFinite, "_sqrt": mat
 _NS_ARRAY = {"np": np, "_af": _allfinite, "_nf": _record, "_ss_ceil": S.ss_ceil,
              "_ss_floor": S.ss_floor, "_ss_mod": S.ss_mod, "_ss_eq": S.ss_eq, "_ss_ne": S.ss_ne,
              "_ss_lt": S.ss_lt, "_ss_le": S.ss_le, "_ss_gt": S.ss_gt, "_ss_ge": S.ss_ge,
-             "_nan": np.nan, "_inf": np.inf, "_winner": S.winner}
+             "_nan": np.nan, "_inf": np.inf, "_winner": S.winner,
+             "_where": _where}
 
 
 class Program:
     """One output set's fused functions; each variant is generated and compiled on first use.
 
     ``scalar(args)``, ``array(bad, args)`` and ``fast(bad, args)`` (``bad`` unused) take the
-    leaf values in ``leaves`` order and return the values of ``names``. ``sites[i]`` is (node, None for its value, or the place
-    in its formula) for the array variant's non-finite records ``(i, rows, value)``.
+    leaf values in ``leaves`` order and return the values of ``names``. ``sites[i]`` is
+    (node, None for its value, or the place in its formula) for the array variant's
+    non-finite records ``(i, rows, value)``.
     """
 
     def __init__(self, leaves, names, spec=None, codes=None, sites=None, on_compile=None):

@@ -204,7 +204,7 @@ class Gen:
             if conds[-1] is None:
                 pairs = pairs[:-1]
             for c, v in reversed(pairs):
-                out = f"np.where({c}, {v}, {out})"
+                out = f"_where({c}, {v}, {out})"
             r = self.new()
             self.put(f"{r} = {out}", r, [x for x in conds + vals if x])
             return r

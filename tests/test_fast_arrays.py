@@ -82,6 +82,73 @@ def test_general_path_still_used_for_arrays_on_both_sides_and_non_float_arrays()
     assert S.ss_gt(np.float64(3.0), 2.0) and not S.ss_gt(2.0, 3.0)
 
 
+
+@np.errstate(all="ignore")
+def test_numbers_on_both_sides_compare_as_the_general_formula():
+    vals = [0.0, -0.0, 1.0, 1.0 + 2.0**-50, 1.0 - 2.0**-47, -3.5, 1e308, math.inf, -math.inf,
+            math.nan, 5e-324]
+    for op, fn in FNS.items():
+        for a in vals:
+            for b in vals:
+                for x, y in [(a, b), (np.float64(a), b), (np.array(a), np.float64(b))]:
+                    got = fn(x, y)
+                    assert type(got) is np.bool_ and got == _general(op, a, b), (op, a, b)
+
+
+def _ceil_floor_reference(x, up):
+    """ss_ceil / ss_floor as they were before the reductions pre-test (the exact path)."""
+    x = np.asarray(x, dtype=float)
+    if up:
+        c = np.ceil(x)
+        near = S._near(x, c - 1)
+        return np.where(near, np.ceil(S._round15(x)), c) if near.any() else c
+    f = np.floor(x)
+    near = S._near(-x, -(f + 1))
+    return np.where(near, np.floor(S._round15(x)), f) if near.any() else f
+
+
+@np.errstate(all="ignore")
+def test_ceil_floor_pre_test_never_skips_a_near_integer():
+    rng = np.random.default_rng(3)
+    ints = np.concatenate([np.arange(-50.0, 51.0), 2.0 ** np.arange(0, 60), [1e15, 1e16, 2**53 + 2]])
+    near = [ints * (1 + k * 2.0**-52) for k in (-300, -40, -3, -1, 1, 3, 40, 300)]
+    near += [ints + d for d in (1e-14, -1e-14, 1e-12, -1e-12, 0.1 * 3 / 0.1 - 3)]
+    pools = [ints, rng.uniform(-1e3, 1e3, 500), rng.uniform(0, 1, 500) * 10.0 ** rng.integers(-20, 20, 500),
+             0.1 * np.arange(1, 200) * 3 / 0.1] + near
+    for pool in pools:
+        for extra in ([], [math.nan], [math.inf, -math.inf], [12345678901234567.0]):
+            x = np.concatenate([pool, extra])
+            for up, fn in ((True, S.ss_ceil), (False, S.ss_floor)):
+                got, want = fn(x), _ceil_floor_reference(x, up)
+                assert np.array_equal(got, want, equal_nan=True), (up, x[~((got == want) | np.isnan(want))][:5])
+                # the pre-test depends on the whole array; each element alone agrees with it
+                one = np.array([fn(np.array([v]))[0] for v in x[:60]])
+                assert np.array_equal(one, want[:60], equal_nan=True)
+    assert S.ss_ceil(np.array([0.1 * 3 / 0.1]))[0] == 3.0  # IEEE alone: 4
+    assert S.ss_floor(np.array([2.9999999999999996]))[0] == 3.0
+
+
+@np.errstate(all="ignore")
+def test_where_helper_equals_numpy_where():
+    from flopsheet.codegen import _where
+    n = 7
+    arr, arr2 = np.linspace(-3, 3, n), np.arange(n, dtype=float)
+    conds = [True, False, np.bool_(True), np.array(False), np.ones(n, bool), np.zeros(n, bool),
+             np.arange(n) % 2 == 0]
+    branches = [arr, arr2, 2.5, -0.0, np.float64(math.nan), np.array(4.0), np.arange(n),
+                np.ones(n, bool), True, np.ones((1, n)), np.ones((2, 1))]
+    for c in conds:
+        for x in branches:
+            for y in branches:
+                try:
+                    want = np.where(c, x, y)
+                except ValueError:
+                    continue
+                got = _where(c, x, y)
+                assert type(got) is type(want) and got.dtype == want.dtype, (c, x, y)
+                assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
+                assert np.array_equal(np.signbit(got), np.signbit(want))
+
 # ------------------------------------------------------------- the training graph, row by row
 SEARCH_AXES = {"tp": [1, 2, 4, 8], "pp": [1, 2, 3, 4, 8, 16], "dp": [1, 2, 4, 8, 16, 64],
                "cp": [1, 2, 4], "vpp": [1, 2, 3, 4, 6, 8], "micro_batch": [1, 2, 4, 8],
