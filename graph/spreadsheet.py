@@ -66,34 +66,37 @@ def tie_band(c: float) -> tuple[float, float] | None:
 _BAND_STEPS = 256
 
 
-_BAND_KINDS = frozenset("fiub")
+_BAND_KINDS = frozenset("iub")
+_NUMBER_TYPES = frozenset({float, int, bool, np.float64, np.int64, np.bool_})
+
+
+def _is_number(x) -> bool:
+    t = type(x)
+    return t in _NUMBER_TYPES or (t is np.ndarray and x.ndim == 0)
 
 
 def _band(a, b):
     """(array, (lo, hi), swapped) when one operand is a number and the other an array of
     float64, integers or booleans (the comparison is then a threshold test; numpy converts
     the integers to float64 as the general path does), else None."""
-    if type(a) is np.ndarray and a.ndim and np.ndim(b) == 0 and _plain(a):
-        band = tie_band(float(b))
-        return None if band is None else (a, band, False)
-    if type(b) is np.ndarray and b.ndim and np.ndim(a) == 0 and _plain(b):
+    if type(a) is np.ndarray and a.ndim:
+        if _plain(a) and _is_number(b):
+            band = tie_band(float(b))
+            return None if band is None else (a, band, False)
+    elif type(b) is np.ndarray and b.ndim and _plain(b) and _is_number(a):
         band = tie_band(float(a))
         return None if band is None else (b, band, True)
     return None
 
 
 def _plain(x) -> bool:
-    return x.dtype == np.float64 or (x.dtype.kind in _BAND_KINDS and x.dtype.itemsize <= 8
-                                     and x.dtype.kind != "f")
+    return x.dtype == np.float64 or (x.dtype.kind in _BAND_KINDS and x.dtype.itemsize <= 8)
 
 
 def _numbers(a, b):
     """Both operands as Python floats when both are single numbers, else None."""
-    if np.ndim(a) == 0 and np.ndim(b) == 0:
-        try:
-            return float(a), float(b)
-        except TypeError:
-            return None
+    if _is_number(a) and _is_number(b):
+        return float(a), float(b)
     return None
 
 
