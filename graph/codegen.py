@@ -70,8 +70,8 @@ def _where(c, x, y):
     if type(r) is np.ndarray:
         if r.dtype == _F64 and r.ndim and r.shape == (shape or r.shape):
             return r
-    elif (type(r) is float or type(r) is np.float64) and shape:
-        return np.full(shape, r)
+    elif type(r) is float or type(r) is np.float64:
+        return np.full(shape, r) if shape else np.asarray(r, dtype=_F64)
     return np.where(c, x, y)
 
 
