@@ -206,3 +206,18 @@ def test_chunk_rows_equal_one_configuration_at_a_time(scenario):
             assert _same(cols[o][i], float(one[o])), (o, i, cols[o][i], one[o])
         checked += 1
     assert checked == 43
+
+
+def test_chunk_runner_keeps_freed_memory_unless_turned_off():
+    import subprocess
+    import sys
+    code = ("from flopsheet.allocator import keep_freed_memory as k\n"
+            "import ctypes\n"
+            "glibc = hasattr(ctypes.CDLL(None), 'gnu_get_libc_version')\n"
+            "print(k(), k(), glibc)")
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"FLOPSHEET_MALLOC_TUNE": "0", "PATH": "/usr/bin:/bin"})
+    done, again, glibc = on.stdout.split()
+    assert done == again == glibc  # set once where glibc's mallopt exists, a no-op elsewhere
+    assert off.stdout.split()[:2] == ["False", "False"]
