@@ -221,3 +221,19 @@ def test_chunk_runner_keeps_freed_memory_unless_turned_off():
     done, again, glibc = on.stdout.split()
     assert done == again == glibc  # set once where glibc's mallopt exists, a no-op elsewhere
     assert off.stdout.split()[:2] == ["False", "False"]
+
+
+def test_generated_array_code_never_writes_a_register_in_place():
+    """_where returns a taken branch itself (no copy): sound only while the generated array
+    code never writes into an array it holds (no augmented assignment, no out=)."""
+    import re
+    from flopsheet.chunks import model_for
+    from flopsheet.emit import Gen
+    model = model_for(None)
+    prog = model.program(["step_time", "memory_per_gpu", "mfu"], frozenset(), False)
+    order, trees, deps_of, bool_nodes = prog._spec() if callable(prog._spec) else prog._spec
+    for checks in (True, False):
+        src = Gen(True, deps_of, trees, checks=checks).program(order, prog.leaves, prog.names,
+                                                               bool_nodes)
+        assert "_where(" in src and len(src.splitlines()) > 1000
+        assert not re.search(r"[-+*/%&|^]=[^=]|out=", src)
