@@ -4,12 +4,18 @@
     python benchmarks/bench_search.py --quick   # throughput only
 
 1. Throughput: the chunk function (graph/chunks.py) evaluating step_time and
-   memory_per_gpu of GPT-3 175B on a grid of random layouts, in one process
-   (one core), chunks of 10k / 25k / 100k rows; median of repeats, configs/s.
-   Also the same through `Model.evaluate` alone (no masks, no table), and an
-   estimate of the limit: elementary numpy operations per configuration (sympy
-   count_ops over the nodes evaluated) at the measured per-element rate of one
-   numpy ufunc on a cache-sized array.
+   memory_per_gpu of GPT-3 175B, in one process (one core), median CPU time of
+   repeats, configs/s. The rows vary what `flopsheet search` varies (tp, pp, dp, cp,
+   vpp, micro_batch, recompute, zero_stage, sequence_parallel; the other inputs are the
+   scenario's, the same in every row, so the generated code computes what depends on
+   them once per chunk, as numbers): random rows in chunks of 10k / 25k / 100k, then
+   the earlier figure (random tp, pp, dp, micro_batch only) and the real search grid of
+   1,024 A100s in its own row order, both in 25k chunks. Also the same through
+   `Model.evaluate` alone (no masks, no table), and an estimate of the limit:
+   elementary operations per configuration on values that change from row to row (sympy
+   count_ops over the evaluated nodes that depend on a varied input) at the measured
+   per-element cost of one numpy multiply on a 25k array (a new array each time, as the
+   generated code makes them).
 2. Inference throughput: the same chunk function on the serving graph (Llama-3 70B
    on H100: output_tokens_per_second_per_gpu, tokens_per_second_per_user, ttft,
    tpot and the memory check) over random serving layouts, batches and dtypes.
@@ -40,8 +46,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def median_cpu(job, n: int, chunk: int, repeats: int) -> float:
-    """Median CPU seconds of evaluating ``n`` rows of ``job`` in chunks of ``chunk``."""
+    """Median CPU seconds of evaluating ``n`` rows of ``job`` in chunks of ``chunk`` (after one
+    warm-up chunk: code generation and the first page faults are not counted)."""
     from flopsheet.chunks import run_chunk
+    run_chunk(job, 0, min(chunk, n))
     ts = []
     for _ in range(repeats):
         t = time.process_time()
@@ -51,29 +59,61 @@ def median_cpu(job, n: int, chunk: int, repeats: int) -> float:
     return statistics.median(ts)
 
 
-def throughput(chunks=(10_000, 25_000, 100_000), n=200_000, repeats=3):
-    from flopsheet.chunks import Job, model_for
+SEARCH_AXES = {"tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8, 16, 32], "dp": [1, 2, 4, 8, 16, 32, 64],
+               "cp": [1, 2, 4], "vpp": [1, 2, 3, 4, 6, 8], "micro_batch": [1, 2, 4, 8],
+               "recompute": ["none", "selective", "full"], "zero_stage": [0, 1, 2, 3],
+               "sequence_parallel": ["no", "yes"]}
+EARLIER_AXES = {"tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8, 16, 32], "dp": [1, 2, 4, 8, 16, 32, 64],
+                "micro_batch": [1, 2, 4]}
+
+
+def _random_job(model, axes, n, outs):
+    from flopsheet.chunks import Job
     from flopsheet.grid import Axis, Grid
     from flopsheet.scenario import load_scenario, resolve
-    model = model_for(None)
     sc = load_scenario("gpt3-175b-sc21")
-    for k in ("tp", "pp", "dp", "micro_batch"):
+    for k in axes:
         sc.values.pop(k, None)
-    base = resolve(sc, model)
     rng = np.random.default_rng(0)
-    cols = {"tp": rng.choice([1, 2, 4, 8], n), "pp": rng.choice([1, 2, 4, 8, 16, 32], n),
-            "dp": rng.choice([1, 2, 4, 8, 16, 32, 64], n), "micro_batch": rng.choice([1, 2, 4], n)}
-    grid = Grid([[Axis(k, list(v)) for k, v in cols.items()]]).encode(model)
+    cols = {k: [v[i] for i in rng.integers(0, len(v), n)] for k, v in axes.items()}
+    grid = Grid([[Axis(k, v) for k, v in cols.items()]]).encode(model)
+    return Job(None, resolve(sc, model), grid, outs), grid
+
+
+def _search_job(model, gpus, outs):
+    from flopsheet.chunks import Job
+    from flopsheet.layout_search import build_grid, load_space
+    from flopsheet.scenario import load_scenario, resolve
+    grid = build_grid(load_space(), gpus, model.lib, {})
+    sc = load_scenario("gpt3-175b-sc21")
+    for k in grid.names:
+        sc.values.pop(k, None)
+    return Job(None, resolve(sc, model), grid.encode(model), outs)
+
+
+def throughput(chunks=(10_000, 25_000, 100_000), n=200_000, repeats=3):
+    from flopsheet.chunks import model_for
+    model = model_for(None)
     outs = ["step_time", "memory_per_gpu"]
-    job = Job(None, base, grid, outs)
-    print(f"throughput: step_time + memory_per_gpu, GPT-3 175B, {n:,} random layouts, 1 process")
+    job, grid = _random_job(model, SEARCH_AXES, n, outs)
+    print(f"throughput: step_time + memory_per_gpu, GPT-3 175B, 1 process; {n:,} random rows "
+          f"over the search's axes ({', '.join(SEARCH_AXES)}):")
     best = 0.0
     for c in chunks:
         rate = n / median_cpu(job, n, c, repeats)
         best = max(best, rate)
         print(f"  chunk {c:>7,}: {rate / 1e3:8.0f} k configs/s per core (median CPU time of "
               f"{repeats}: {n / rate:.3f} s)")
-    vals = dict(base)
+    early, _ = _random_job(model, EARLIER_AXES, n, outs)
+    rate = n / median_cpu(early, n, 25_000, repeats)
+    print(f"  earlier bench (random tp, pp, dp, micro_batch only), chunk 25,000: "
+          f"{rate / 1e3:.0f} k configs/s per core")
+    real = _search_job(model, 1024, outs)
+    m = real.size
+    rate = m / median_cpu(real, m, 25_000, repeats)
+    print(f"  the search grid of 1,024 GPUs in its row order ({m:,} rows), chunk 25,000: "
+          f"{rate / 1e3:.0f} k configs/s per core")
+    vals = dict(job.base)
     vals.update(grid.columns(0, 25_000))
     ts = []
     for _ in range(repeats * 3):
@@ -82,7 +122,7 @@ def throughput(chunks=(10_000, 25_000, 100_000), n=200_000, repeats=3):
         ts.append(time.process_time() - t)
     print(f"  Model.evaluate alone, 25k rows: {25_000 / statistics.median(ts) / 1e3:.0f} "
           f"k configs/s per core")
-    limit(model, outs, best)
+    limit(model, outs, set(SEARCH_AXES), best)
 
 
 def inference_throughput(n=200_000, chunk=25_000, repeats=3):
@@ -111,7 +151,7 @@ def inference_throughput(n=200_000, chunk=25_000, repeats=3):
           f"{repeats}: {cpu:.3f} s)")
 
 
-def limit(model, outs, measured):
+def limit(model, outs, varied, measured):
     """Elementary operations per configuration x the per-element cost of one ufunc."""
     import sympy as sp
     lib = model.lib
@@ -119,20 +159,24 @@ def limit(model, outs, measured):
     for o in outs:
         need |= lib.ancestors(o)
     nodes = [n for n in lib.order if n in need and n in lib.nodes]
-    ops = sum(max(1, int(sp.count_ops(lib.nodes[n].expr))) for n in nodes)
+    per_row = [n for n in nodes if (lib.ancestors(n) | {n}) & varied]
+    count = {n: max(1, int(sp.count_ops(lib.nodes[n].expr))) for n in nodes}
+    ops, row_ops = sum(count.values()), sum(count[n] for n in per_row)
     a, b = np.random.default_rng(1).random((2, 25_000)) + 1
     reps = 2000
     t = time.process_time()
     for _ in range(reps):
         np.multiply(a, b)
     per_elem = (time.process_time() - t) / reps / 25_000
-    lim = 1 / (ops * per_elem)
-    print(f"  limit estimate: {len(nodes)} nodes, {ops} elementary ops per configuration, one "
-          f"numpy ufunc at {per_elem * 1e9:.2f} ns/element -> {lim / 1e3:.0f} k configs/s per "
-          f"core for op-at-a-time numpy; measured is {measured / lim:.0%} of that. A fused "
-          f"compiled kernel (no temporaries, SIMD) would be bound by arithmetic instead: "
-          f"~{ops:.0f} flops/config at ~4-8 flops/ns -> {4e9 / ops / 1e6:.0f}-"
-          f"{8e9 / ops / 1e6:.0f} M configs/s per core.")
+    lim = 1 / (row_ops * per_elem)
+    print(f"  limit estimate: {len(nodes)} nodes, {ops} elementary ops per configuration, of "
+          f"which {row_ops} in the {len(per_row)} nodes that depend on a varied input (the "
+          f"rest is computed once per chunk); one numpy multiply at {per_elem * 1e9:.2f} "
+          f"ns/element -> {lim / 1e3:.0f} k configs/s per core for op-at-a-time numpy; "
+          f"measured is {measured / lim:.0%} of that (where, log, ceil and comparisons cost "
+          f"more than a multiply). A fused compiled kernel (no temporaries, SIMD) would be "
+          f"bound by arithmetic instead: ~{row_ops} flops/config at ~4-8 flops/ns -> "
+          f"{4e9 / row_ops / 1e6:.0f}-{8e9 / row_ops / 1e6:.0f} M configs/s per core.")
 
 
 def cold(args, label):

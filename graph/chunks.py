@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .allocator import keep_freed_memory
 from .errors import ExpressionError, UnknownNameError
 from .grid import Grid
 from .names import suggest
@@ -103,6 +104,7 @@ def needed_names(job: Job) -> list[str]:
 
 def run_chunk(job: Job, start: int, stop: int) -> dict[str, np.ndarray]:
     """Evaluate rows ``start .. stop-1`` of the job's grid: axis columns, outputs, reason."""
+    keep_freed_memory()  # freed temporaries are reused, not page-faulted in again
     m = model_for(job.formulas)
     cols = job.grid.columns(start, stop)
     n = stop - start

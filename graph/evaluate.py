@@ -56,10 +56,12 @@ class Result:
         return float(np.asarray(self.values[name]))
 
 
-def _check_shapes(names, arrays) -> None:
-    """Arrays of configurations pair element by element: their shapes must broadcast."""
+def _check_shapes(names, arrays, shapes=None) -> tuple:
+    """Arrays of configurations pair element by element: their shapes must broadcast (the
+    common shape is returned)."""
     try:
-        np.broadcast_shapes(*[np.shape(a) for a in arrays])
+        return np.broadcast_shapes(*(shapes if shapes is not None
+                                     else [np.shape(a) for a in arrays]))
     except ValueError:
         sized = [(n, np.shape(a)) for n, a in zip(names, arrays) if np.ndim(a)]
         first = sized[0]
@@ -253,13 +255,12 @@ class Model:
                 raise InputValueError("value " + (f"#{i} " if i is not None else "")
                                       + "is not finite", node=n)
             aargs.append(a)
-        _check_shapes(prog.leaves, aargs)
+        shape = _check_shapes(prog.leaves, aargs, [a.shape for a in aargs]) if aargs else ()
         bad: list = []
-        with np.errstate(all="ignore"):
-            out = prog.array(bad, aargs)
+        with np.errstate(all="ignore"):  # unchecked: the same values without the checks
+            out = (prog.array if check else prog.fast)(bad, aargs)
         env.update(zip(prog.names, out))
         res = Result(env, frozenset(overridden))
-        shape = np.broadcast_shapes(*[np.shape(a) for a in aargs]) if aargs else ()
         if check and bad:
             if on_nonfinite == "raise":
                 site, mask, x = bad[0]

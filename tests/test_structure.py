@@ -14,9 +14,9 @@ GRAPH = Path(flopsheet.__file__).parent
 
 #: import layers: a module may import only from its own layer or lower ones
 LAYERS = [
-    {"errors", "names", "parser", "spreadsheet", "yamlio", "diskcache"},
+    {"errors", "names", "parser", "spreadsheet", "yamlio", "diskcache", "allocator"},
     {"units", "declarations"},
-    {"library", "libcache", "compile", "codegen"},
+    {"library", "libcache", "compile", "codegen", "emit"},
     {"evaluate", "fmt", "scenario"},
     {"sensitivity", "nonsmooth", "audit", "validate_points", "validate_report", "validate_run"},
     {"validate", "cli"},
