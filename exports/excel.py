@@ -331,10 +331,9 @@ class _Writer:
             fmt = numfmt.value_format(node, v)
             if n in res.overridden:
                 try:
-                    replaced = "=" + print_tree(node.parsed.tree, choices=self.choices, node=n,
-                                                file=node.file, line=node.line)
+                    replaced = "=" + self.node_text(n)[0]
                 except ExcelPrintError:
-                    replaced = node.parsed.text
+                    replaced = node.text
                 org = value_origin(lib, self.sc, n)
                 put_number(ws, row, 2, v, named="Input", fmt=fmt)
                 ws.comment(row, 2, f"Overridden by the scenario ({org}): this number replaces "
@@ -354,7 +353,7 @@ class _Writer:
             self.name(ws, n, coord)
             put_text(ws, row, 3, node.unit)
             self.display_cells(ws, row, 4, n, node)
-            put_text(ws, row, 6, self.node_text(n)[1])
+            put_text(ws, row, 6, node.text)  # the formula as written (whitespace normalised)
             put_text(ws, row, 8, node.doc)
             put_text(ws, row, 9, node.source)
             put_text(ws, row, 10, f"{node.file}:{node.line}")

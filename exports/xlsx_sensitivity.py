@@ -65,12 +65,11 @@ def write_sensitivity(w, outs: list[str]) -> None:
         notes = [f"the Python engine could not check for non-smooth points "
                  f"({type(e).__name__}: {str(e)[:200]})"]
     cache = TextCache(lib, "xlsx-partials", 3)
-    fast: dict[tuple[str, str], float] = {}  # every edge's value, one generated program
-    for o in outs:  # per output scope (graph/sensitivity.py); per-edge code is the fallback
-        try:
-            fast.update(diff._partial_values(o, res, diff._scope(o, res.overridden), choice))
-        except Exception:  # noqa: BLE001 - the per-edge path below says what is wrong
-            pass
+    try:  # every edge's value from one generated program (graph/sensitivity.py), kept on
+        # disk; per-edge code is the fallback
+        fast = diff._partial_values(tuple(outs), res, union, choice)
+    except Exception:  # noqa: BLE001 - the per-edge path below says what is wrong
+        fast = {}
 
     # Partials: one row per edge (node -> dependency) the gradients use
     wp = w.sheet(PARTIALS)
