@@ -134,6 +134,8 @@ def _cached(value):
     """A cell's cached value as the writer stores it (numbers, bools, text, error codes)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, float):  # np.float64 too
+        return float(value)
     a = np.asarray(value)
     return bool(a) if a.dtype == bool else float(a)
 

@@ -58,9 +58,12 @@ def _encode(value: Any) -> tuple[str, str]:
         if value in ERRORS:
             return "e", value
         return "str", _xml_text(_ILLEGAL.sub("\ufffd", value))
-    if isinstance(value, (bool, np.bool_)) or np.asarray(value).dtype == bool:
+    if isinstance(value, float):  # np.float64 too
+        x = float(value)
+    elif isinstance(value, (bool, np.bool_)) or np.asarray(value).dtype == bool:
         return "b", "1" if bool(value) else "0"
-    x = float(np.asarray(value))
+    else:
+        x = float(np.asarray(value))
     if not math.isfinite(x):
         return "e", "#NUM!"
     if x.is_integer() and abs(x) < 2 ** 53:
@@ -100,6 +103,21 @@ class Styles:
         return sid
 
 
+_LETTERS: dict[int, str] = {}
+
+
+def column_letter(col: int) -> str:
+    """Column 1 -> "A", 28 -> "AB"."""
+    s = _LETTERS.get(col)
+    if s is None:
+        n, s = col, ""
+        while n:
+            n, r = divmod(n - 1, 26)
+            s = chr(65 + r) + s
+        _LETTERS[col] = s
+    return s
+
+
 class Sheet:
     """One worksheet: the openpyxl worksheet ``ws`` (views, columns, validations, comments,
     charts, print setup) and its cells as XML, ``rows[row][col] = (xml, width)`` where
@@ -110,8 +128,7 @@ class Sheet:
         self.rows: dict[int, dict[int, tuple[str, int | None]]] = {}
 
     def _put(self, row: int, col: int, body: str, width, style) -> str:
-        from openpyxl.utils import get_column_letter
-        coord = f"{get_column_letter(col)}{row}"
+        coord = f"{column_letter(col)}{row}"
         sid = self._styles.id(**style) if style else 0
         s = f' s="{sid}"' if sid else ""
         self.rows.setdefault(row, {})[col] = (f'<c r="{coord}"{s}{body}</c>', width)
@@ -156,12 +173,10 @@ class Sheet:
         return max((max(r) for r in self.rows.values() if r), default=0)
 
     def dimension(self) -> str:
-        from openpyxl.utils import get_column_letter
         if not self.rows:
             return "A1:A1"
         lo = min(min(r) for r in self.rows.values() if r)
-        return f"{get_column_letter(lo)}{min(self.rows)}:{get_column_letter(self.max_col)}" \
-               f"{self.max_row}"
+        return f"{column_letter(lo)}{min(self.rows)}:{column_letter(self.max_col)}{self.max_row}"
 
     def xml(self) -> str:
         """The ``<sheetData>`` element: rows in order, each row's cells by column."""
