@@ -10,13 +10,45 @@ names a training quantity.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
-import sympy as sp
 
 from flopsheet.library import Library
-from flopsheet.parser import symbol
 
 OTHER = "other"
+
+_TERMS: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDictionary()
+
+
+def _terms_of(node) -> list[str] | None:
+    """The names a formula adds up (sympy: the terms of its Add that are single names)."""
+    import sympy as sp
+    from flopsheet.parser import symbol
+    expr = node.expr
+    if not isinstance(expr, sp.Add):
+        return None
+    args = set(expr.args)
+    names = [d for d in node.deps if symbol(d) in args]  # in the order the formula names them
+    return names if len(names) >= 2 else None
+
+
+def _memo(lib: Library) -> dict:
+    """node -> its sum terms, kept in the disk cache (a warm export parses no formula)."""
+    memo = _TERMS.get(lib)
+    if memo is None:
+        from flopsheet import diskcache
+        memo = {}
+        saved = diskcache.load(diskcache.key("sum-terms", lib.digest_full))
+        if isinstance(saved, dict):
+            for n, t in saved.items():
+                node = lib.nodes.get(n)
+                if node is not None and (t is None or (
+                        isinstance(t, list) and len(t) >= 2
+                        and all(isinstance(x, str) and x in node.deps for x in t))):
+                    memo[n] = t
+        _TERMS[lib] = memo
+    return memo
 
 
 def sum_terms(lib: Library, name: str) -> list[str] | None:
@@ -24,12 +56,13 @@ def sum_terms(lib: Library, name: str) -> list[str] | None:
     node = lib.nodes.get(name)
     if node is None or node.is_bool:
         return None
-    expr = node.expr
-    if not isinstance(expr, sp.Add):
-        return None
-    args = set(expr.args)
-    names = [d for d in node.deps if symbol(d) in args]  # in the order the formula names them
-    return names if len(names) >= 2 else None
+    memo = _memo(lib)
+    if name not in memo:
+        memo[name] = _terms_of(node)
+        from flopsheet import diskcache
+        diskcache.save(diskcache.key("sum-terms", lib.digest_full), memo)
+    terms = memo[name]
+    return list(terms) if terms is not None else None
 
 
 def breakdown(lib: Library, values, name: str, depth: int = 1) -> dict[str, float]:

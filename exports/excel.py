@@ -51,12 +51,10 @@ from flopsheet.library import Library
 from flopsheet.scenario import Scenario, resolve
 
 from . import numfmt
-from .atomic import atomic_path
 from .printer import ExcelPrintError, check_choices, number, print_tree
-from .xlsx_cells import _cell_number, put_formula, put_number, put_text
+from .xlsx_cells import Sheet, Styles, _cell_number, put_number, put_text
 from .xlsx_textcache import TextCache
 from .xlsx_ties import near_ties
-from .xlsx_cache import add_cached_values
 
 #: Sheet names the exporter uses itself (formula sheets never take them).
 OUTPUTS, INPUTS, SENSITIVITY, PARTIALS, ADJOINTS, ABOUT = (
@@ -136,6 +134,8 @@ def _cached(value):
     """A cell's cached value as the writer stores it (numbers, bools, text, error codes)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, float):  # np.float64 too
+        return float(value)
     a = np.asarray(value)
     return bool(a) if a.dtype == bool else float(a)
 
@@ -195,7 +195,7 @@ def export_workbook(path: str | os.PathLike, lib: Library, sc: Scenario | None =
     wb.remove(wb.active)
     w = _Writer(wb, lib, sc, model, result, names)
     w.ties = ties
-    w.outputs_sheet = wb.create_sheet(OUTPUTS)
+    w.outputs_sheet = w.sheet(OUTPUTS)
     w.inputs()
     for f in lib.files:
         w.formula_sheet(f)
@@ -208,23 +208,19 @@ def export_workbook(path: str | os.PathLike, lib: Library, sc: Scenario | None =
             w.sensitivity(sens_outs)
     from .xlsx_charts import charts_sheet
     charts_sheet(w, outs)
-    w.about(outs, sens_outs, date or default_date())
+    date = date or default_date()
+    w.about(outs, sens_outs, date)
     if w.texts is not None:
         w.texts.save()
     from .xlsx_layout import fit_columns, print_setup
-    for ws in wb.worksheets:
+    for ws in w.sheets.values():
         fit_columns(ws)
         print_setup(ws)
     wb.active = 0
     wb.calculation.fullCalcOnLoad = True  # Excel/LibreOffice recompute; viewers use the cache
     path = Path(path)
-    with atomic_path(path, suffix=".xlsx") as tmp:
-        raw = tmp.with_name(tmp.name + ".raw")
-        try:
-            wb.save(raw)
-            add_cached_values(raw, tmp, w.cached)
-        finally:
-            raw.unlink(missing_ok=True)
+    from .xlsx_package import save
+    save(wb, w.sheets, path, date)
     return ExportInfo(path=path, sheets=list(wb.sheetnames), cells=w.cells, result=result,
                       outputs=outs, sensitivity_outputs=sens_outs, formulas=w.n_formulas,
                       snapshots=w.snapshots, near_ties=ties, cached=w.cached)
@@ -247,19 +243,25 @@ class _Writer:
         self.outputs_sheet = None
         self.ties: dict[str, str] = {}
         self.cached: dict[tuple[str, str], Any] = {}  # Python's value of every formula cell
+        self.styles = Styles(wb)
+        self.sheets: dict[str, Sheet] = {}  # title -> cells, in the workbook's sheet order
 
     # ------------------------------------------------------------- plumbing
+    def sheet(self, title: str, index: int | None = None) -> Sheet:
+        ws = Sheet(self.wb.create_sheet(title, index), self.styles)
+        self.sheets[title] = ws
+        return ws
+
     def name(self, ws, name: str, coord: str) -> None:
         from openpyxl.workbook.defined_name import DefinedName
         self.wb.defined_names[name] = DefinedName(name, attr_text=_ref(ws.title, coord))
         self.cells[name] = (ws.title, coord)
 
-    def formula(self, ws, row, col, text, value, **style):
-        """A live formula whose cached value is ``value`` (Python's, see xlsx_cache)."""
+    def formula(self, ws: Sheet, row, col, text, value, **style) -> None:
+        """A live formula whose cached value is ``value`` (Python's, see xlsx_cells)."""
         self.n_formulas += 1
-        c = put_formula(ws, row, col, text, **style)
-        self.cached[(ws.title, c.coordinate)] = _cached(value)
-        return c
+        cached = _cached(value)
+        self.cached[(ws.title, ws.formula(row, col, text, cached, **style))] = cached
 
     def table(self, ws, title: str, doc: str, headers: list[str], widths: list[int]):
         put_text(ws, 1, 1, title, font=self.title_font)
@@ -268,12 +270,12 @@ class _Writer:
             put_text(ws, 2, j, h, font=self.head_font, fill=self.head_fill)
         from openpyxl.utils import get_column_letter
         for j, wdt in enumerate(widths, start=1):
-            ws.column_dimensions[get_column_letter(j)].width = wdt
+            ws.ws.column_dimensions[get_column_letter(j)].width = wdt
 
     def finish(self, ws, ncols: int, last_row: int, freeze="B3"):
         from openpyxl.utils import get_column_letter
-        ws.freeze_panes = freeze
-        ws.auto_filter.ref = f"A2:{get_column_letter(ncols)}{max(last_row, 2)}"
+        ws.ws.freeze_panes = freeze
+        ws.ws.auto_filter.ref = f"A2:{get_column_letter(ncols)}{max(last_row, 2)}"
 
     def display_cells(self, ws, row, col, name, item):
         """The value in the unit people read (declared display unit, else by magnitude)."""
@@ -317,9 +319,8 @@ class _Writer:
         return excel, written
 
     def formula_sheet(self, f) -> None:
-        from openpyxl.comments import Comment
         lib, res = self.lib, self.result
-        ws = self.wb.create_sheet(self.sheet_of_topic[f.topic])
+        ws = self.sheet(self.sheet_of_topic[f.topic])
         headers = ["name", "value", "unit", "shown", "shown unit", "formula (YAML)", "from",
                    "doc", "source", "declared in"]
         self.table(ws, f.topic, f.doc, headers, [30, 16, 12, 12, 8, 60, 16, 60, 50, 34])
@@ -332,30 +333,29 @@ class _Writer:
             fmt = numfmt.value_format(node, v)
             if n in res.overridden:
                 try:
-                    replaced = "=" + print_tree(node.parsed.tree, choices=self.choices, node=n,
-                                                file=node.file, line=node.line)
+                    replaced = "=" + self.node_text(n)[0]
                 except ExcelPrintError:
-                    replaced = node.parsed.text
+                    replaced = node.text
                 org = value_origin(lib, self.sc, n)
-                c = put_number(ws, row, 2, v, named="Input", fmt=fmt)
-                c.comment = Comment(f"Overridden by the scenario ({org}): this number replaces "
-                                    f"the formula {replaced}", "flopsheet")
+                put_number(ws, row, 2, v, named="Input", fmt=fmt)
+                ws.comment(row, 2, f"Overridden by the scenario ({org}): this number replaces "
+                                   f"the formula {replaced}")
                 put_text(ws, row, 7, f"overridden: {org}")
             else:
                 text, _ = self.node_text(n)
-                c = self.formula(ws, row, 2, text, v, named="Calculation", fmt=fmt)
+                self.formula(ws, row, 2, text, v, named="Calculation", fmt=fmt)
                 put_text(ws, row, 7, "formula")
                 if n in self.ties:
-                    c.comment = Comment(
+                    ws.comment(row, 2,
                         f"Near-tie at the exported values: {self.ties[n]}. flopsheet compares "
                         f"as LibreOffice does (equal within 2^-48); a spreadsheet that rounds "
                         f"differently may take the other branch than flopsheet's value "
-                        f"({_cell_number(v)!r}).", "flopsheet")
+                        f"({_cell_number(v)!r}).")
                     put_text(ws, row, 7, "formula (near-tie, see comment)")
             self.name(ws, n, coord)
             put_text(ws, row, 3, node.unit)
             self.display_cells(ws, row, 4, n, node)
-            put_text(ws, row, 6, self.node_text(n)[1])
+            put_text(ws, row, 6, node.text)  # the formula as written (whitespace normalised)
             put_text(ws, row, 8, node.doc)
             put_text(ws, row, 9, node.source)
             put_text(ws, row, 10, f"{node.file}:{node.line}")
@@ -397,9 +397,9 @@ class _Writer:
     # ------------------------------------------------------------------ About
     def about(self, outs, sens_outs, date: str) -> None:
         lib, sc, res = self.lib, self.sc, self.result
-        ws = self.wb.create_sheet(ABOUT)
-        ws.column_dimensions["A"].width = 24
-        ws.column_dimensions["B"].width = 110
+        ws = self.sheet(ABOUT)
+        ws.ws.column_dimensions["A"].width = 24
+        ws.ws.column_dimensions["B"].width = 110
         sets = [f"{k}={v.raw}" for k, v in sc.values.items() if v.origin == "--set"] if sc else []
         rows = [
             ("flopsheet", f"flopsheet {__version__}: LLM training/inference performance and "

@@ -39,8 +39,6 @@ import math
 from decimal import Decimal
 from typing import Mapping, Sequence
 
-import sympy as sp
-
 from flopsheet.errors import FlopsheetError
 from flopsheet.parser import SELECT_OTHERWISE, select_branches
 
@@ -70,23 +68,8 @@ FUNCTIONS: dict[str, str] = {
     "not": "NOT",
 }
 
-#: sympy class -> Excel function, for :func:`print_sympy`.
-SYMPY_FUNCTIONS: dict[type, str] = {
-    sp.Max: "MAX",
-    sp.Min: "MIN",
-    sp.ceiling: "_xlfn.CEILING.MATH",
-    sp.floor: "_xlfn.FLOOR.MATH",
-    sp.log: "LN",
-    sp.exp: "EXP",
-    sp.Abs: "ABS",
-    sp.sign: "SIGN",
-    sp.Mod: "MOD",
-}
-
 _CMP_TEXT = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=",
              ast.NotEq: "<>"}
-_REL_TEXT = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">",
-             sp.GreaterThan: ">=", sp.Equality: "=", sp.Unequality: "<>"}
 
 
 class ExcelPrintError(FlopsheetError):
@@ -302,8 +285,20 @@ def check_formula(text: str, *, node=None, file=None, line=None) -> None:
                               f"{MAX_NESTING}", node=node, file=file, line=line)
 
 
+def print_sympy(expr, **where) -> str:
+    """Excel formula text (without the leading ``=``) of a sympy expression: the printer in
+    printer_sympy.py, imported on first use so that a workbook whose derivatives all come
+    from the disk cache never imports sympy."""
+    from .printer_sympy import print_sympy as _print
+    return _print(expr, **where)
+
+
+def __getattr__(name):  # printer.SYMPY_FUNCTIONS, as before (it lives with the sympy printer)
+    if name == "SYMPY_FUNCTIONS":
+        from .printer_sympy import SYMPY_FUNCTIONS
+        return SYMPY_FUNCTIONS
+    raise AttributeError(name)
+
+
 __all__ = ["print_tree", "print_sympy", "number", "check_formula", "check_choices",
            "ExcelPrintError", "FUNCTIONS", "SYMPY_FUNCTIONS"]
-
-
-from .printer_sympy import print_sympy  # noqa: E402,F401 - one import path for callers

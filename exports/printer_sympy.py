@@ -9,8 +9,24 @@ from typing import Mapping, Sequence
 import sympy as sp
 from sympy.core.relational import Relational
 
-from .printer import (ADD, ATOM, CMP, ExcelPrintError, FUNCTIONS, MUL, NEG, POW, SYMPY_FUNCTIONS,
-                      _REL_TEXT, _call, _neg, _right, _text_literal, _wrap, check_formula, number)
+from .printer import (ADD, ATOM, CMP, ExcelPrintError, FUNCTIONS, MUL, NEG, POW, _call, _neg,
+                      _right, _text_literal, _wrap, check_formula, number)
+
+#: sympy class -> Excel function, for :func:`print_sympy`.
+SYMPY_FUNCTIONS: dict[type, str] = {
+    sp.Max: "MAX",
+    sp.Min: "MIN",
+    sp.ceiling: "_xlfn.CEILING.MATH",
+    sp.floor: "_xlfn.FLOOR.MATH",
+    sp.log: "LN",
+    sp.exp: "EXP",
+    sp.Abs: "ABS",
+    sp.sign: "SIGN",
+    sp.Mod: "MOD",
+}
+
+_REL_TEXT = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">",
+             sp.GreaterThan: ">=", sp.Equality: "=", sp.Unequality: "<>"}
 
 
 class _SympyPrinter:

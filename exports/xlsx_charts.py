@@ -41,7 +41,7 @@ def charts_sheet(w, outs: list[str]) -> None:
     if not names:
         return
     from .excel import CHARTS, put_text
-    ws = w.wb.create_sheet(CHARTS)
+    ws = w.sheet(CHARTS)
     put_text(ws, 1, 1, "Charts", font=w.title_font)
     put_text(ws, 1, 2, "Breakdowns of the outputs that are sums of other quantities; the "
                        "tables are live formulas, the charts follow them.")
@@ -69,15 +69,14 @@ def charts_sheet(w, outs: list[str]) -> None:
         chart.title = f"{o} breakdown"
         chart.y_axis.title = unit or item.unit
         chart.height, chart.width = 7, 18
-        for i in range(first, r):
-            ref = Reference(ws, min_col=2, min_row=i)
+        from openpyxl.chart.series import SeriesLabel
+        for i, part in enumerate(parts, start=first):
+            ref = Reference(ws.ws, min_col=2, min_row=i)
             chart.add_data(ref, titles_from_data=False)
-            chart.series[-1].tx = None
-            from openpyxl.chart.series import SeriesLabel
-            chart.series[-1].tx = SeriesLabel(v=str(ws.cell(row=i, column=1).value))
+            chart.series[-1].tx = SeriesLabel(v=str(part))
         chart.x_axis.delete = True
         chart.legend.position = "b"
-        ws.add_chart(chart, f"D{row}")
+        ws.ws.add_chart(chart, f"D{row}")
         row = max(r + 1, row + 16)
 
 

@@ -18,7 +18,7 @@ def write_inputs(w) -> None:
     bounds checked on entry."""
     from openpyxl.worksheet.datavalidation import DataValidation
     lib, res = w.lib, w.result
-    ws = w.wb.create_sheet(INPUTS)
+    ws = w.sheet(INPUTS)
     headers = ["name", "value", "unit", "shown", "shown unit", "allowed", "from",
                "value source", "doc", "declared in", "sheet"]
     w.table(ws, "Inputs", "Leaves of the calculation graph. Edit the value column "
@@ -39,7 +39,7 @@ def write_inputs(w) -> None:
                 dv = lists.get(key)
                 if dv is None:
                     dv = lists[key] = choice_validation(w, inp.choices)
-                    ws.add_data_validation(dv)
+                    ws.ws.add_data_validation(dv)
                 dv.add(coord)
                 allowed = " | ".join(inp.choices)
             else:
@@ -48,7 +48,7 @@ def write_inputs(w) -> None:
                 allowed = bounds_text(inp)
                 dv = bounds_validation(inp)
                 if dv is not None:
-                    ws.add_data_validation(dv)
+                    ws.ws.add_data_validation(dv)
                     dv.add(coord)
                 w.display_cells(ws, row, 4, n, inp)
             w.name(ws, n, coord)
@@ -70,9 +70,9 @@ def choice_validation(w, choices):
     if len(text) <= 250:
         formula = f'"{text}"'
     else:  # Excel caps inline lists at 255 characters: use a range on a hidden sheet
-        ws = w.wb[LISTS] if LISTS in w.wb.sheetnames else w.wb.create_sheet(LISTS)
-        ws.sheet_state = "hidden"
-        col = ws.max_column + 1 if ws.max_row > 1 or ws["A1"].value is not None else 1
+        ws = w.sheets[LISTS] if LISTS in w.sheets else w.sheet(LISTS)
+        ws.ws.sheet_state = "hidden"
+        col = ws.max_col + 1
         from openpyxl.utils import get_column_letter
         for i, c in enumerate(choices, start=1):
             put_text(ws, i, col, c)

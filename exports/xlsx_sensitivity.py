@@ -33,8 +33,9 @@ def _differentiator(model: Model):
 _UNPRINTABLE = "\0unprintable: "
 
 
-def _printed_partial(expr, choices, node, sstr) -> tuple[bool, str, str]:
+def _printed_partial(expr, choices, node) -> tuple[bool, str, str]:
     """(is zero, Excel formula text or the reason it has none, sympy text) of one partial."""
+    from sympy import sstr
     if expr == 0:
         return (True, "", "0")
     try:
@@ -47,9 +48,7 @@ def _printed_partial(expr, choices, node, sstr) -> tuple[bool, str, str]:
 
 def write_sensitivity(w, outs: list[str]) -> None:
     """Partials, Adjoints and Sensitivity sheets of workbook writer ``w`` for outputs ``outs``."""
-    from openpyxl.comments import Comment
     from openpyxl.utils import get_column_letter
-    from sympy import sstr
     from flopsheet.spreadsheet import s_add
     from flopsheet.sensitivity import partial_expr
 
@@ -66,15 +65,14 @@ def write_sensitivity(w, outs: list[str]) -> None:
         notes = [f"the Python engine could not check for non-smooth points "
                  f"({type(e).__name__}: {str(e)[:200]})"]
     cache = TextCache(lib, "xlsx-partials", 3)
-    fast: dict[tuple[str, str], float] = {}  # every edge's value, one generated program
-    for o in outs:  # per output scope (graph/sensitivity.py); per-edge code is the fallback
-        try:
-            fast.update(diff._partial_values(o, res, diff._scope(o, res.overridden), choice))
-        except Exception:  # noqa: BLE001 - the per-edge path below says what is wrong
-            pass
+    try:  # every edge's value from one generated program (graph/sensitivity.py), kept on
+        # disk; per-edge code is the fallback
+        fast = diff._partial_values(tuple(outs), res, union, choice)
+    except Exception:  # noqa: BLE001 - the per-edge path below says what is wrong
+        fast = {}
 
     # Partials: one row per edge (node -> dependency) the gradients use
-    wp = w.wb.create_sheet(PARTIALS)
+    wp = w.sheet(PARTIALS)
     w.table(wp, "Partials", "Helper for Sensitivity: the partial derivative of each node "
                "with respect to each quantity its formula uses, as live formulas (exact, "
                "from sympy; ceil/floor steps count as 0, max/min take the larger/smaller "
@@ -92,11 +90,11 @@ def write_sensitivity(w, outs: list[str]) -> None:
             if d in choice or d in pinned or (d in lib.nodes and lib.nodes[d].is_bool):
                 continue
             zero, text, expr_text = cache.get(f"{n}\0{d}", lambda: _printed_partial(
-                partial_expr(lib, n, d), w.choices, node, sstr))
+                partial_expr(lib, n, d), w.choices, node))
             if not (isinstance(zero, bool) and isinstance(text, str)
                     and isinstance(expr_text, str)):  # not what we wrote: print anew
                 zero, text, expr_text = _printed_partial(partial_expr(lib, n, d),
-                                                         w.choices, node, sstr)
+                                                         w.choices, node)
             if zero:
                 continue
             put_text(wp, row, 1, n)
@@ -115,12 +113,12 @@ def write_sensitivity(w, outs: list[str]) -> None:
             else:
                 e = ExcelPrintError(text[len(_UNPRINTABLE):])
                 if val is not None and math.isfinite(val):
-                    c = put_number(wp, row, 3, val, fill=w.snap_fill)
+                    put_number(wp, row, 3, val, fill=w.snap_fill)
                     why = "Snapshot at export, not a live formula"
                 else:
-                    c = w.formula(wp, row, 3, "NA()", "#N/A", fill=w.snap_fill)
+                    w.formula(wp, row, 3, "NA()", "#N/A", fill=w.snap_fill)
                     why = "Not available"
-                c.comment = Comment(f"{why}: {e.detail}", "flopsheet")
+                wp.comment(row, 3, f"{why}: {e.detail}")
                 w.snapshots.append(f"d {n} / d {d} ({why.lower()})")
             put_text(wp, row, 4, expr_text)
             edge_row[(n, d)] = row
@@ -129,7 +127,7 @@ def write_sensitivity(w, outs: list[str]) -> None:
     cache.save()
 
     # Adjoints: d output / d x for every x in scope, accumulated in reverse order
-    wa = w.wb.create_sheet(ADJOINTS)
+    wa = w.sheet(ADJOINTS)
     cols = {o: get_column_letter(3 + j) for j, o in enumerate(outs)}
     w.table(wa, "Adjoints", "Helper for Sensitivity: derivative of each output (column) "
                "with respect to each quantity (row), by reverse-mode accumulation over the "
@@ -171,7 +169,7 @@ def write_sensitivity(w, outs: list[str]) -> None:
     w.finish(wa, 2 + len(outs), FIRST_ROW + len(rows_names) - 1, freeze="C3")
 
     # Sensitivity: elasticities, live
-    ws = w.wb.create_sheet(SENSITIVITY, index=w.wb.sheetnames.index(PARTIALS))
+    ws = w.sheet(SENSITIVITY, index=w.wb.sheetnames.index(PARTIALS))
     headers = ["input", "value", "unit", "measure"] + outs
     w.table(ws, "Sensitivity", "LIVE formulas, not a snapshot: the elasticity of each "
                "output (column) with respect to each input (row), the % change of the "
@@ -200,15 +198,15 @@ def write_sensitivity(w, outs: list[str]) -> None:
                 continue
             y = float(np.asarray(res[o]))
             a = adj[o].get(n, 0.0)
-            c = w.formula(ws, row, 5 + j,
-                             f"IF(OR({o}=0,{n}=0),{ADJOINTS}!{cols[o]}{arow[n]},"
-                             f"{ADJOINTS}!{cols[o]}{arow[n]}*{n}/{o})",
-                             a if (y == 0 or x == 0) else a * x / y, fmt="0.0000")
+            w.formula(ws, row, 5 + j,
+                      f"IF(OR({o}=0,{n}=0),{ADJOINTS}!{cols[o]}{arow[n]},"
+                      f"{ADJOINTS}!{cols[o]}{arow[n]}*{n}/{o})",
+                      a if (y == 0 or x == 0) else a * x / y,
+                      fmt=numfmt.ENG if (y == 0 or x == 0) else "0.0000")
             if y == 0 or x == 0:
-                c.number_format = numfmt.ENG
-                c.comment = Comment(f"d {o} / d {n} in {_per(lib, o, n)}: the "
-                                    f"{'input' if x == 0 else 'output'} is 0, so no "
-                                    "elasticity exists here", "flopsheet")
+                ws.comment(row, 5 + j, f"d {o} / d {n} in {_per(lib, o, n)}: the "
+                                       f"{'input' if x == 0 else 'output'} is 0, so no "
+                                       "elasticity exists here")
         row += 1
     last = row - 1
     row += 1

@@ -13,9 +13,9 @@ class TextCache:
     def __init__(self, lib, kind: str, width: int):
         import hashlib
         from flopsheet import diskcache
-        from . import printer, printer_sympy
-        src = b"".join(Path(f).read_bytes()
-                       for f in (__file__, printer.__file__, printer_sympy.__file__))
+        here = Path(__file__)  # the printers' source, read without importing sympy
+        src = b"".join((here.with_name(f)).read_bytes()
+                       for f in (here.name, "printer.py", "printer_sympy.py"))
         self.key = diskcache.key(kind, lib.digest_full + hashlib.sha256(src).hexdigest())
         self.width, self.dirty = width, False
         rec = diskcache.load(self.key)

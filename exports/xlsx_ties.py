@@ -1,5 +1,11 @@
 """Near-ties: comparisons and MOD that a spreadsheet rounding differently from LibreOffice
-could decide the other way, flagged in the workbook."""
+could decide the other way, flagged in the workbook.
+
+The probes (both sides of each comparison, both operands of each ``%``) are found with sympy
+once per formula library and kept as expression trees in the disk cache, like the engine's
+non-smooth probes (graph/nonsmooth.py); one generated function per set of nodes evaluates
+them all, so a warm export parses no formula.
+"""
 from __future__ import annotations
 
 import math
@@ -7,95 +13,166 @@ import re
 import weakref
 
 import numpy as np
-import sympy as sp
 
 from flopsheet.evaluate import Result
 from flopsheet.library import Library
-from flopsheet.parser import symbol
-
 
 #: Closeness under which spreadsheets and Python may disagree: LibreOffice treats numbers
 #: within 2**-48 (3.6e-15) relative as equal in comparisons and snaps near-integer quotients
 #: in MOD; Excel compares to 15 significant digits. Flag a margin above that.
 NEAR_TIE = 1e-13
 
-_TIE_PROBES: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDictionary()
-
-
 #: Formula text that may hold a comparison or MOD (select's `name=value` is a single `=`).
 _COMPARES = re.compile(r"[<>%]|==|!=")
+
+_KINDS = ("cmp", "mod")
+_STATE: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDictionary()
+
+
+def _specs_for(lib: Library, name: str) -> list | None:
+    """[kind, text, [tree_a, tree_b]] for each comparison (not on a choice) and each ``%``
+    of a node's formula; None when a side has no expression tree (then it is probed
+    through sympy, uncached)."""
+    import sympy as sp
+    from flopsheet.compile import LowerError, lower
+    from flopsheet.parser import symbol
+    node = lib.nodes[name]
+    choice_syms = {symbol(n) for n, i in lib.inputs.items() if i.is_choice}
+    out = []
+    for atom in sp.preorder_traversal(node.expr):
+        if isinstance(atom, sp.core.relational.Relational) and not (
+                atom.free_symbols & choice_syms):
+            kind, a, b = "cmp", atom.lhs, atom.rhs
+        elif isinstance(atom, sp.Mod):
+            kind, a, b = "mod", atom.args[0], atom.args[1]
+        else:
+            continue
+        try:
+            out.append([kind, str(atom), [lower(a, node.deps), lower(b, node.deps)]])
+        except (LowerError, KeyError):
+            return None
+    return out
+
+
+def _specs(lib: Library) -> dict:
+    """node -> its probe specs (only nodes whose formula has a comparison or %), from the
+    disk cache, each entry checked; nodes not found there are probed on first need."""
+    state = _STATE.setdefault(lib, {})
+    specs = state.get("specs")
+    if specs is None:
+        from flopsheet import diskcache
+        from flopsheet.compile import check_tree
+        specs = {}
+        saved = diskcache.load(diskcache.key("tie-probes", lib.digest_full))
+        if isinstance(saved, dict):
+            try:
+                for n, items in saved.items():
+                    if items is not None:
+                        for kind, text, trees in items:
+                            if kind not in _KINDS or not isinstance(text, str) \
+                                    or len(trees) != 2:
+                                raise ValueError("bad probe")
+                            for t in trees:
+                                check_tree(t, len(lib.nodes[n].deps))
+                    specs[n] = items
+            except (ValueError, KeyError, TypeError, AttributeError):
+                specs = {}  # not what we wrote: probe again
+        state["specs"] = specs
+    new = [n for n in lib.order if n not in specs and _COMPARES.search(lib.nodes[n].expr_text)]
+    if new:
+        for n in new:
+            specs[n] = _specs_for(lib, n)
+        from flopsheet import diskcache
+        diskcache.save(diskcache.key("tie-probes", lib.digest_full), specs)
+    return specs
+
+
+def _program(lib: Library, names: tuple):
+    """One generated function returning both sides of every probe of ``names``."""
+    progs = _STATE.setdefault(lib, {}).setdefault("programs", {})
+    hit = progs.get(names)
+    if hit is None:
+        from flopsheet import codegen, diskcache
+        specs = _specs(lib)
+        trees, deps_of, layout = {}, {}, []
+        for n in names:
+            for i, (kind, text, (ta, tb)) in enumerate(specs[n]):
+                for side, t in (("a", ta), ("b", tb)):
+                    trees[f"{n}\0{i}\0{side}"], deps_of[f"{n}\0{i}\0{side}"] = \
+                        t, lib.nodes[n].deps
+                layout.append((n, kind, text))
+        order = list(trees)
+        leaves = list(dict.fromkeys(x for k in order for x in deps_of[k]))
+        ckey = diskcache.key("tie-program", "\0".join([lib.digest_full, *order]))
+        prog = codegen.cached(ckey, lambda: codegen.build(order, trees, deps_of, leaves, order,
+                                                          frozenset(order)))
+        progs[names] = hit = (prog, layout)
+    return hit
+
+
+def _sympy_probes(lib: Library, name: str) -> list:
+    """(kind, text, a, b) of a node whose probes have no tree: evaluated through sympy."""
+    import sympy as sp
+    from flopsheet.compile import compile_expr
+    from flopsheet.parser import symbol
+    node = lib.nodes[name]
+    choice_syms = {symbol(n) for n, i in lib.inputs.items() if i.is_choice}
+    out = []
+    for atom in sp.preorder_traversal(node.expr):
+        if isinstance(atom, sp.core.relational.Relational) and not (
+                atom.free_symbols & choice_syms):
+            out.append(("cmp", str(atom), compile_expr(node.deps, atom.lhs),
+                        compile_expr(node.deps, atom.rhs)))
+        elif isinstance(atom, sp.Mod):
+            out.append(("mod", str(atom), compile_expr(node.deps, atom.args[0]),
+                        compile_expr(node.deps, atom.args[1])))
+    return out
+
+
+def _judge(kind: str, text: str, a: float, b: float) -> str | None:
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return None
+    if kind == "cmp":
+        if a != b and abs(a - b) <= NEAR_TIE * max(abs(a), abs(b)):
+            return f"`{text}` compares {a!r} with {b!r}, equal to 13 digits"
+    elif b != 0:
+        q = a / b
+        if q != round(q) and abs(q - round(q)) <= NEAR_TIE * max(1.0, abs(q)):
+            return f"`{text}` divides to {q!r}, an integer to 13 digits"
+    return None
 
 
 def near_ties(lib: Library, result: Result) -> dict[str, str]:
     """Nodes whose formula, at these values, compares two nearly equal numbers (``==``,
     ``<`` ... on a near-tie) or takes ``%`` of a near-integer quotient. flopsheet decides these
     as LibreOffice does (equal within 2^-48, graph/evaluate.py); another spreadsheet program
-    may round differently and take the other branch. Returns node -> explanation."""
-    from flopsheet.evaluate import compile_expr
-    probes = _TIE_PROBES.setdefault(lib, {})
-    choice_syms = {symbol(n) for n, i in lib.inputs.items() if i.is_choice}
-    out: dict[str, str] = {}
-    for name in lib.order:
-        if name in result.overridden:
-            continue
-        node = lib.nodes[name]
-        if name not in probes and not _COMPARES.search(node.expr_text):
-            probes[name] = []  # no comparison and no %: nothing to probe, no parse needed
-        if name not in probes:
-            found = []
-            for atom in sp.preorder_traversal(node.expr):
-                if isinstance(atom, sp.core.relational.Relational) and not (
-                        atom.free_symbols & choice_syms):
-                    found.append(("cmp", str(atom), compile_expr(node.deps, atom.lhs),
-                                  compile_expr(node.deps, atom.rhs)))
-                elif isinstance(atom, sp.Mod):
-                    found.append(("mod", str(atom), compile_expr(node.deps, atom.args[0]),
-                                  compile_expr(node.deps, atom.args[1])))
-            probes[name] = found
-        if not probes[name]:
-            continue
-        args = [result.values[d] for d in node.deps]
-        for kind, text, fa, fb in probes[name]:
-            with np.errstate(all="ignore"):
-                a, b = float(np.asarray(fa(*args))), float(np.asarray(fb(*args)))
-            if not (math.isfinite(a) and math.isfinite(b)):
-                continue
-            if kind == "cmp":
-                if a != b and abs(a - b) <= NEAR_TIE * max(abs(a), abs(b)):
-                    out[name] = (f"`{text}` compares {a!r} with {b!r}, equal to 13 digits")
+    may round differently and take the other branch. Returns node -> explanation (the first
+    near-tie of each node's formula)."""
+    specs = _specs(lib)
+    probed = [n for n in lib.order if n not in result.overridden and specs.get(n, []) != []]
+    found: dict[str, str] = {}
+    names = tuple(n for n in probed if specs[n] is not None)
+    if names:
+        prog, layout = _program(lib, names)
+        args = [result.values[x] for x in prog.leaves]
+        with np.errstate(all="ignore"):
+            vals = [float(np.asarray(v)) for v in prog.array([], args)]
+        for k, (n, kind, text) in enumerate(layout):
+            if n not in found:
+                note = _judge(kind, text, vals[2 * k], vals[2 * k + 1])
+                if note:
+                    found[n] = note
+    for n in probed:
+        if specs[n] is None:
+            args = [result.values[d] for d in lib.nodes[n].deps]
+            for kind, text, fa, fb in _sympy_probes(lib, n):
+                with np.errstate(all="ignore"):
+                    a, b = float(np.asarray(fa(*args))), float(np.asarray(fb(*args)))
+                note = _judge(kind, text, a, b)
+                if note:
+                    found[n] = note
                     break
-            elif b != 0:
-                q = a / b
-                if q != round(q) and abs(q - round(q)) <= NEAR_TIE * max(1.0, abs(q)):
-                    out[name] = f"`{text}` divides to {q!r}, an integer to 13 digits"
-                    break
-    return out
+    return {n: found[n] for n in lib.order if n in found}
 
 
-def _diff_form(expr):
-    """The form the engine differentiates (max/min replaced by first-winner functions)."""
-    from flopsheet import sensitivity as S
-    argmax = getattr(S, "_argmax_form", None)
-    return argmax(expr) if argmax else expr
-
-
-def _partial_expr(form, dep: str):
-    """d expr / d dep exactly as the engine's Differentiator forms it (graph/sensitivity.py):
-    ceil/floor steps as 0, max/min through the first winning argument. ``form`` is
-    :func:`_diff_form` of the expression."""
-    from flopsheet import sensitivity as S
-    d = S._strip_step_derivatives(sp.diff(form, symbol(dep)))
-    for name, back in (("_FirstMax", sp.Max), ("_FirstMin", sp.Min)):
-        cls = getattr(S, name, None)
-        if cls is not None:
-            d = d.replace(cls, back)
-    return _clean(d)
-
-
-def _clean(expr):
-    """``Subs(0, x, ...)`` left behind when step derivatives are zeroed -> its value."""
-    return expr.replace(lambda a: isinstance(a, sp.Subs) and a.expr.is_Number,
-                        lambda a: a.expr)
-
-
-# ----------------------------------------------------------------------- export
+__all__ = ["near_ties", "NEAR_TIE"]

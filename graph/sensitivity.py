@@ -271,7 +271,8 @@ class Differentiator:
         return Sensitivity(output, y, leaves, inner, el, self.nonsmooth(result, moving))
 
     def _partial_values(self, output, result, scope, choice) -> dict[tuple[str, str], float]:
-        """Every partial the gradient may need, from one generated function per scope."""
+        """Every partial the gradient may need, from one generated function per scope.
+        ``output`` names the scope (an output, or a tuple of them for the workbook's union)."""
         key = (output, result.overridden)
         progs = self.model.__dict__.setdefault("_gradient_programs", {})
         hit = progs.get(key)

@@ -612,6 +612,7 @@ def test_two_exports_have_the_same_cells(exported, tmp_path):
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert ca == _contents(c)
+    assert c.read_bytes() == exported.path.read_bytes()  # same date: the same bytes
 
 
 # ------------------------------------------------------------- import-xlsx

@@ -59,24 +59,25 @@ def test_oserror_mid_write_is_one_line_and_keeps_the_old_file(tmp_path):
 
 
 def test_workbook_export_crash_keeps_the_old_workbook(tmp_path, monkeypatch):
-    from openpyxl import Workbook
+    from flopsheet.exports import xlsx_package
     from flopsheet.exports.excel import export_workbook
 
     lib = lib_from({"small": SMALL})
     target = tmp_path / "s.xlsx"
     export_workbook(target, lib, None, sensitivity=False)
     before = target.read_bytes()
-    real_save = Workbook.save
+    real_cells = xlsx_package._with_cells
+    seen = []
 
-    def crash(self, filename):
-        real_save(self, filename)
-        with open(filename, "r+b") as f:  # truncate half-way, as a kill would
-            f.truncate(100)
+    def crash(xml, sheet):  # the package file is half-written when the sheets go in
+        seen.append(sorted(os.listdir(tmp_path)))
+        real_cells(xml, sheet)
         raise KeyboardInterrupt  # stands for SIGINT/SIGKILL mid-save
 
-    monkeypatch.setattr(Workbook, "save", crash)
+    monkeypatch.setattr(xlsx_package, "_with_cells", crash)
     with pytest.raises(KeyboardInterrupt):
         export_workbook(target, lib, None, sensitivity=False)
+    assert len(seen[0]) == 2  # the temporary file beside the target existed
     assert target.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["s.xlsx"]
 
