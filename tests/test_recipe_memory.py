@@ -1,0 +1,49 @@
+"""Memory physics of the Megatron-Bridge / NeMo recipes behind measured runs that the model once said could not fit
+(issue 11, tests/test_measured_runs_fit.py): FP8 copies of saved GEMM inputs, hand-checked on Llama 3.1 405B."""
+from __future__ import annotations
+
+import pytest
+
+from flopsheet.scenario import resolve
+from flopsheet.validate import Validator, load_points
+
+GB200_405B = "train-mbridge-25.11-dgx-gb200-llama3.1-405b-256gpu-fp8-cs"
+# Llama 3.1 405B (Dubey et al. 2024, Table 3): h 16384, 128 heads, 8 KV heads of 128, SwiGLU FFN 53248
+H, Q, KV, FFN = 16384, 16384, 8 * 128, 53248
+TP, TOKENS = 4, 8192          # the point: tp 4 with sequence parallelism, micro-batch 1 of 8192 tokens, no dropout
+
+
+@pytest.fixture(scope="module")
+def point():
+    v = Validator()
+    pts = {p.id: p for p in load_points()}
+
+    def run(pid=GB200_405B, **sets):
+        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
+    return run
+
+
+def test_fp8_layers_keep_fp8_copies_of_their_inputs(point):
+    # 16-bit: per token, attention = QKV input 2h/t + Q, K, V 2(q + 2kv)/t + projection input 2q/t = 25,600 bytes;
+    # MLP = FC1 input 2h/t + three ffn-wide tensors 2*3*ffn/t = 88,064; norm inputs 2*2h/t = 16,384 -> 130,048
+    bf16 = point(fp8_saved_inputs="high_precision")
+    att16 = 2 * H / TP + 2 * (Q + 2 * KV) / TP + 2 * Q / TP
+    mlp16 = 2 * H / TP + 2 * 3 * FFN / TP
+    assert (att16, mlp16) == (25_600, 88_064)
+    assert bf16.scalar("attention_block_activation_memory") == pytest.approx(TOKENS * att16, rel=1e-12)
+    assert bf16.scalar("mlp_block_activation_memory") == pytest.approx(TOKENS * mlp16, rel=1e-12)
+    assert bf16.scalar("activation_memory_per_layer") == pytest.approx(TOKENS * 130_048, rel=1e-12)
+    # FP8 copies (TransformerEngine): QKV and FC1 inputs 1 byte (-h/t each), FC2 input (SwiGLU output) 1 byte
+    # (-ffn/t), and the flash-attention output is kept in bf16 by the attention kernel *and* in FP8 by the output
+    # projection (+q/t): attention 25,600 (unchanged), MLP 4,096 + (2*2 + 1)*53,248/4 = 70,656 -> 112,640 per token
+    fp8 = point(fp8_saved_inputs="fp8")
+    att8 = 1 * H / TP + 2 * (Q + 2 * KV) / TP + (2 + 1) * Q / TP
+    mlp8 = 1 * H / TP + (2 * 2 + 1) * FFN / TP
+    assert (att8, mlp8) == (25_600, 70_656)
+    assert fp8.scalar("gemm_input_activation_bytes") == 1
+    assert fp8.scalar("attention_block_activation_memory") == pytest.approx(TOKENS * att8, rel=1e-12)
+    assert fp8.scalar("mlp_block_activation_memory") == pytest.approx(TOKENS * mlp8, rel=1e-12)
+    assert fp8.scalar("activation_memory_per_layer") == pytest.approx(TOKENS * 112_640, rel=1e-12)   # -13.4 %
+    # a bf16 run keeps 16-bit inputs whatever the setting says
+    assert point(compute_dtype="bf16", fp8_saved_inputs="fp8").scalar("activation_memory_per_layer") == \
+        pytest.approx(TOKENS * 130_048, rel=1e-12)
