@@ -11,7 +11,6 @@ from flopsheet.validate import Validator, load_points
 
 #: point -> (predicted GiB, HBM GiB) when the list was made
 KNOWN_OVER = {
-    "train-mbridge-25.11-dgx-b200-llama3.1-405b-128gpu-fp8-cs": (181.0, 167.6),
     "train-mbridge-25.11-dgx-gb200-llama3-70b-64gpu-fp8-cs": (366.5, 173.2),
     "train-mbridge-25.11-dgx-gb200-llama3.1-405b-256gpu-fp8-cs": (213.3, 173.2),
     "train-mbridge-25.11-dgx-h100-gpt-oss-120b-64gpu-bf16": (133.4, 74.5),
