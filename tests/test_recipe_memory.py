@@ -47,3 +47,28 @@ def test_fp8_layers_keep_fp8_copies_of_their_inputs(point):
     # a bf16 run keeps 16-bit inputs whatever the setting says
     assert point(compute_dtype="bf16", fp8_saved_inputs="fp8").scalar("activation_memory_per_layer") == \
         pytest.approx(TOKENS * 130_048, rel=1e-12)
+
+
+def test_pipeline_split_counting_embedding_and_loss(point):
+    # Llama 3.1 405B on pp 16 x vp 4 with the embedding and the loss counted as layers (the recipe's
+    # account_for_embedding/loss_in_pipeline_split): (126 + 2)/64 = 2 slots per chunk; the first stage holds
+    # chunks 0, 16, 32, 48 = (embedding + 1) + 2 + 2 + 2 = 7 layers, the middle stages 8, the last 7 (+ loss)
+    r = point()
+    assert r.scalar("first_stage_layer_count") == 7 and r.scalar("last_stage_layer_count") == 7
+    assert r.scalar("middle_stage_layer_count") == 8 and r.scalar("first_chunk_layer_count") == 1
+    assert r.scalar("parallel_config_valid")            # 128 slots split evenly, 126 layers would not
+    # interleaved 1F1B, first rank: warm-up (p - 1)*2 + (v - 1)*p = 30 + 48 chunk-microbatches, plus one more
+    # forward = 79: chunk 0 sees 2p - 1 = 31 microbatches (1 layer each), chunks 1-3 see p = 16 (2 layers each)
+    held = 31 * 1 + 16 * (2 + 2 + 2)
+    assert held == 127
+    assert 7 * r.scalar("inflight_microbatch_factor") + r.scalar("pipeline_first_chunk_inflight_adjustment") == \
+        pytest.approx(held, rel=1e-12)
+    assert r.scalar("layer_activation_memory") == pytest.approx(held * r.scalar("activation_memory_per_layer"),
+                                                                rel=1e-12)
+    # without it the 126 layers spread evenly (7.875 per stage) and Korthikanti's L(1 + (p-1)/(p v)) holds:
+    # 126 * (1 + 15/64) = 155.53 layer-microbatches, and the layout breaks the divisibility rule
+    even = point(pipeline_split_embedding_loss="no")
+    assert even.scalar("pipeline_first_chunk_inflight_adjustment") == pytest.approx(0, abs=1e-12)
+    assert even.scalar("layer_activation_memory") == pytest.approx(
+        126 * (1 + 15 / 64) * even.scalar("activation_memory_per_layer"), rel=1e-12)
+    assert not even.scalar("parallel_config_valid")
