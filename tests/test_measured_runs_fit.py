@@ -16,7 +16,6 @@ KNOWN_OVER = {
     "train-mbridge-25.11-dgx-h100-qwen3-30b-a3b-16gpu-fp8-cs": (89.1, 74.5),
     "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs": (81.1, 74.5),
     "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8": (79.9, 74.5),
-    "train-nemo2407-h100-llama3-8b-8gpu": (77.0, 74.5),
 }
 
 
