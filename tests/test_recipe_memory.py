@@ -72,3 +72,24 @@ def test_pipeline_split_counting_embedding_and_loss(point):
     assert even.scalar("layer_activation_memory") == pytest.approx(
         126 * (1 + 15 / 64) * even.scalar("activation_memory_per_layer"), rel=1e-12)
     assert not even.scalar("parallel_config_valid")
+
+
+GB200_70B = "train-mbridge-25.11-dgx-gb200-llama3-70b-64gpu-fp8-cs"
+
+
+def test_cpu_activation_offloading_of_40_of_80_layers(point):
+    # Llama 3 70B on GB200, tp 1 pp 1 (Megatron-FSDP 64), micro-batch 2 x 8192 tokens, FP8 copies of GEMM inputs:
+    # per token and layer, attention 1*8192 + 2*(8192 + 2*1024) + (2 + 1)*8192 = 53,248, MLP 8192 + (2*2 + 1)*28672
+    # = 151,552, norm inputs 2*2*8192 = 32,768 -> 237,568 bytes; times 16,384 tokens = 3,892,314,112 per layer
+    r = point(GB200_70B)
+    per_layer = (53_248 + 151_552 + 32_768) * 2 * 8192
+    assert per_layer == 3_892_314_112
+    assert r.scalar("activation_memory_per_layer") == pytest.approx(per_layer, rel=1e-12)
+    # the recipe offloads 40 of the 80 layers to host memory: 40 layers stay in HBM (145.0 GiB), 40 leave
+    assert r.scalar("offloaded_activation_memory") == pytest.approx(40 * per_layer, rel=1e-12)
+    assert r.scalar("layer_activation_memory") == pytest.approx(40 * per_layer, rel=1e-12)
+    assert r.scalar("layer_activation_memory") / 2 ** 30 == pytest.approx(145.00, abs=0.01)
+    # no offloading: all 80 layers stay; offloading more layers than the stage has leaves nothing
+    assert point(GB200_70B, cpu_offload_layers=0).scalar("layer_activation_memory") == \
+        pytest.approx(80 * per_layer, rel=1e-12)
+    assert point(GB200_70B, cpu_offload_layers=100).scalar("layer_activation_memory") == pytest.approx(0, abs=1)
