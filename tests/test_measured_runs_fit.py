@@ -11,7 +11,6 @@ from flopsheet.validate import Validator, load_points
 
 #: point -> (predicted GiB, HBM GiB) when the list was made
 KNOWN_OVER = {
-    "train-mbridge-25.11-dgx-gb200-llama3-70b-64gpu-fp8-cs": (366.5, 173.2),
     "train-mbridge-25.11-dgx-h100-gpt-oss-120b-64gpu-bf16": (133.4, 74.5),
     "train-mbridge-25.11-dgx-h100-qwen3-30b-a3b-16gpu-fp8-cs": (89.1, 74.5),
     "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs": (81.1, 74.5),

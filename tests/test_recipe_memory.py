@@ -93,3 +93,22 @@ def test_cpu_activation_offloading_of_40_of_80_layers(point):
     assert point(GB200_70B, cpu_offload_layers=0).scalar("layer_activation_memory") == \
         pytest.approx(80 * per_layer, rel=1e-12)
     assert point(GB200_70B, cpu_offload_layers=100).scalar("layer_activation_memory") == pytest.approx(0, abs=1)
+
+
+def test_fp8_weights_of_the_fp8_param_gather_recipe(point):
+    # Llama 3 70B on GB200 (Blackwell, FP8 weights need no transpose copy): the layers' linear weights are 1 byte,
+    # the embedding and the untied output layer (128256 x 8192 each, pp = 1) stay bf16; Megatron-FSDP shards all
+    # of it over 64 ranks and gathers one layer (plus the prefetched next) in FP8
+    r = point(GB200_70B)
+    emb = 128256 * 8192
+    assert r.scalar("stage_embedding_output_params") == 2 * emb == 2_101_346_304
+    p = r.scalar("params_per_gpu")
+    assert r.scalar("layer_weight_bytes") == 1
+    assert r.scalar("weight_memory") == pytest.approx(((p - 2 * emb) * 1 + 2 * emb * 2) / 64, rel=1e-12)
+    assert r.scalar("fsdp_gathered_weight_memory") == pytest.approx(2 * r.scalar("layer_params_per_gpu") * 1,
+                                                                    rel=1e-12)
+    # bf16 weights: 2 bytes everywhere, as before
+    b = point(GB200_70B, fp8_param_storage="no")
+    assert b.scalar("weight_memory") == pytest.approx(p * 2 / 64, rel=1e-12)
+    # Hopper keeps an FP8 transpose beside each FP8 weight: 2 bytes, no saving (the H100 family's value)
+    assert point(GB200_70B, fp8_param_bytes=2).scalar("weight_memory") == pytest.approx(p * 2 / 64, rel=1e-12)
