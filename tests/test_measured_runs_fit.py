@@ -11,17 +11,10 @@ from flopsheet.validate import Validator, load_points
 
 #: point -> (predicted GiB, HBM GiB) when the list was made
 KNOWN_OVER = {
-    "train-mbridge-25.11-dgx-b200-llama3.1-405b-128gpu-fp8-cs": (181.0, 167.6),
-    "train-mbridge-25.11-dgx-gb200-llama3-70b-64gpu-fp8-cs": (366.5, 173.2),
-    "train-mbridge-25.11-dgx-gb200-llama3.1-405b-256gpu-fp8-cs": (213.3, 173.2),
-    "train-mbridge-25.11-dgx-h100-llama3-70b-64gpu-fp8-cs": (78.0, 74.5),
-    "train-mbridge-25.11-dgx-h100-llama3.1-405b-1024gpu-fp8-cs": (77.8, 74.5),
     "train-mbridge-25.11-dgx-h100-gpt-oss-120b-64gpu-bf16": (133.4, 74.5),
     "train-mbridge-25.11-dgx-h100-qwen3-30b-a3b-16gpu-fp8-cs": (89.1, 74.5),
     "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs": (81.1, 74.5),
     "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8": (79.9, 74.5),
-    "train-nemo2407-h100-gpt3-175b-512gpu": (78.5, 74.5),
-    "train-nemo2407-h100-llama3-8b-8gpu": (77.0, 74.5),
     # the megatron-bridge-moe family (added after the list was made), same recipes as above
     "train-mbridge-25.09-dgx-h100-qwen3-30b-a3b-16gpu-tokendrop": (89.1, 74.5),
     "train-mbridge-25.09-dgx-h100-qwen3-235b-a22b-256gpu-tokendrop": (81.1, 74.5),
