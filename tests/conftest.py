@@ -115,3 +115,15 @@ def run_scenario(model, scenario, **sets):
     """Evaluate a bundled scenario with ``name=value`` overrides, as `--set` would."""
     sc = load_scenario(scenario, [f"{k}={v}" for k, v in sets.items()])
     return model.evaluate(resolve(sc, model))
+
+
+def point_runner(default_pid: str):
+    """Evaluate validation points as `flopsheet validate` builds them, with ``name=value`` overrides:
+    ``run(pid=default_pid, **sets)``."""
+    from flopsheet.validate import Validator, load_points
+    v = Validator()
+    pts = {p.id: p for p in load_points()}
+
+    def run(pid=default_pid, **sets):
+        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
+    return run

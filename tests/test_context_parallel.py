@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flopsheet.scenario import resolve
-from flopsheet.validate import Validator, load_points
 
-from conftest import run_scenario
+from conftest import run_scenario, point_runner
 
 L8B = "train-nemo2407-h100-llama3-8b-8gpu"   # Llama 3 8B: 32 layers, h 4096, 32 heads, 8 KV heads of 128, cp 2
 US = 1e-6
@@ -15,12 +13,7 @@ US = 1e-6
 
 @pytest.fixture(scope="module")
 def point():
-    v = Validator()
-    pts = {p.id: p for p in load_points()}
-
-    def run(pid=L8B, **sets):
-        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
-    return run
+    return point_runner(L8B)
 
 
 def test_ring_is_the_default_and_hides_behind_attention_blocks(point):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flopsheet.scenario import resolve
-from flopsheet.validate import Validator, load_points
+
+from conftest import point_runner
 
 GiB = 2 ** 30
 TT405 = "mem-torchtitan-llama3.1-405b-512gpu-3d-1f1b"
@@ -23,12 +23,7 @@ STAGE0 = ((LAYER * 126 + 16384) // 8 + EMBED) // 8       # 6,538,460,416 paramet
 
 @pytest.fixture(scope="module")
 def point():
-    v = Validator()
-    pts = {p.id: p for p in load_points()}
-
-    def run(pid=TT405, **sets):
-        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
-    return run
+    return point_runner(TT405)
 
 
 def test_hand_count_of_the_first_stage(point):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flopsheet.scenario import resolve
-from flopsheet.validate import Validator, load_points
+
+from conftest import point_runner
 
 DSV3 = "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8"
 QWEN235 = "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs"
@@ -14,12 +14,7 @@ QWEN235 = "train-mbridge-25.11-dgx-h100-qwen3-235b-a22b-256gpu-fp8-cs"
 
 @pytest.fixture(scope="module")
 def point():
-    v = Validator()
-    pts = {p.id: p for p in load_points()}
-
-    def run(pid=DSV3, **sets):
-        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
-    return run
+    return point_runner(DSV3)
 
 
 # DeepSeek-V3 by hand (DeepSeek-AI 2024, Sec. 4.2): 58 MoE layers of 256 routed experts, SwiGLU width 2048

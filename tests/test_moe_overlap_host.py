@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flopsheet.scenario import resolve
-from flopsheet.validate import Validator, load_points
+
+from conftest import point_runner
 
 DSV3 = "train-mbridge-25.09-dgx-h100-deepseekv3-1024gpu-fp8"
 QWEN30 = "train-mbridge-25.11-dgx-h100-qwen3-30b-a3b-16gpu-fp8-cs"
@@ -15,12 +15,7 @@ LLAMA8 = "train-mbridge-25.11-dgx-h100-llama3-8b-8gpu-fp8-cs"
 
 @pytest.fixture(scope="module")
 def point():
-    v = Validator()
-    pts = {p.id: p for p in load_points()}
-
-    def run(pid=DSV3, **sets):
-        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
-    return run
+    return point_runner(DSV3)
 
 
 def test_combined_1f1b_exposes_only_the_excess_and_the_sm_share(point):

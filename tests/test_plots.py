@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 import xml.etree.ElementTree as ET
 
 import numpy as np

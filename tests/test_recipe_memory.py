@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flopsheet.scenario import resolve
-from flopsheet.validate import Validator, load_points
+
+from conftest import point_runner
 
 GB200_405B = "train-mbridge-25.11-dgx-gb200-llama3.1-405b-256gpu-fp8-cs"
 # Llama 3.1 405B (Dubey et al. 2024, Table 3): h 16384, 128 heads, 8 KV heads of 128, SwiGLU FFN 53248
@@ -15,12 +15,7 @@ TP, TOKENS = 4, 8192          # the point: tp 4 with sequence parallelism, micro
 
 @pytest.fixture(scope="module")
 def point():
-    v = Validator()
-    pts = {p.id: p for p in load_points()}
-
-    def run(pid=GB200_405B, **sets):
-        return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
-    return run
+    return point_runner(GB200_405B)
 
 
 def test_fp8_layers_keep_fp8_copies_of_their_inputs(point):

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import textwrap
 
 import pytest
 

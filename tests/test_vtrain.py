@@ -2,7 +2,6 @@
 each row's own numbers, and the measured accuracy held to bounds."""
 from __future__ import annotations
 
-import csv
 import importlib.util
 from pathlib import Path
 
