@@ -107,3 +107,16 @@ def test_fp8_weights_of_the_fp8_param_gather_recipe(point):
     assert b.scalar("weight_memory") == pytest.approx(p * 2 / 64, rel=1e-12)
     # Hopper keeps an FP8 transpose beside each FP8 weight: 2 bytes, no saving (the H100 family's value)
     assert point(GB200_70B, fp8_param_bytes=2).scalar("weight_memory") == pytest.approx(p * 2 / 64, rel=1e-12)
+
+
+def test_fp8_parameters_are_all_gathered_in_fp8(point):
+    """With fp8_param_gather the distributed optimizer all-gathers the layers' FP8 bytes (1 per weight); the
+    embedding and output layer stay bf16 (2). GB200 405B (pp 16): the first stage's dense weights, of which the
+    embedding is 128,256 x 16,384 / tp 4."""
+    r = point()
+    dense, emb = r.scalar("dense_params_per_gpu"), r.scalar("stage_embedding_output_params")
+    assert emb == pytest.approx(128256 * 16384 / 4, rel=1e-12)
+    assert r.scalar("gathered_layer_weight_bytes") == 1
+    assert r.scalar("dp_allgather_msg_bytes") == pytest.approx((dense - emb) * 1 + emb * 2, rel=1e-12)
+    bf16 = point(fp8_param_storage="no")
+    assert bf16.scalar("dp_allgather_msg_bytes") == pytest.approx(dense * 2, rel=1e-12)
