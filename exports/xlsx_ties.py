@@ -29,29 +29,31 @@ _KINDS = ("cmp", "mod")
 _STATE: "weakref.WeakKeyDictionary[Library, dict]" = weakref.WeakKeyDictionary()
 
 
-def _specs_for(lib: Library, name: str) -> list | None:
-    """[kind, text, [tree_a, tree_b]] for each comparison (not on a choice) and each ``%``
-    of a node's formula; None when a side has no expression tree (then it is probed
-    through sympy, uncached)."""
+def _probe_atoms(lib: Library, name: str):
+    """(kind, text, side_a, side_b) of each comparison (not on a choice) and each ``%`` in a
+    node's formula, as sympy expressions."""
     import sympy as sp
-    from flopsheet.compile import LowerError, lower
     from flopsheet.parser import symbol
     node = lib.nodes[name]
     choice_syms = {symbol(n) for n, i in lib.inputs.items() if i.is_choice}
-    out = []
     for atom in sp.preorder_traversal(node.expr):
         if isinstance(atom, sp.core.relational.Relational) and not (
                 atom.free_symbols & choice_syms):
-            kind, a, b = "cmp", atom.lhs, atom.rhs
+            yield "cmp", str(atom), atom.lhs, atom.rhs
         elif isinstance(atom, sp.Mod):
-            kind, a, b = "mod", atom.args[0], atom.args[1]
-        else:
-            continue
-        try:
-            out.append([kind, str(atom), [lower(a, node.deps), lower(b, node.deps)]])
-        except (LowerError, KeyError):
-            return None
-    return out
+            yield "mod", str(atom), atom.args[0], atom.args[1]
+
+
+def _specs_for(lib: Library, name: str) -> list | None:
+    """[kind, text, [tree_a, tree_b]] for each probe of a node's formula; None when a side has
+    no expression tree (then it is probed through sympy, uncached)."""
+    from flopsheet.compile import LowerError, lower
+    deps = lib.nodes[name].deps
+    try:
+        return [[kind, text, [lower(a, deps), lower(b, deps)]]
+                for kind, text, a, b in _probe_atoms(lib, name)]
+    except (LowerError, KeyError):
+        return None
 
 
 def _specs(lib: Library) -> dict:
@@ -92,41 +94,17 @@ def _program(lib: Library, names: tuple):
     progs = _STATE.setdefault(lib, {}).setdefault("programs", {})
     hit = progs.get(names)
     if hit is None:
-        from flopsheet import codegen, diskcache
-        specs = _specs(lib)
-        trees, deps_of, layout = {}, {}, []
-        for n in names:
-            for i, (kind, text, (ta, tb)) in enumerate(specs[n]):
-                for side, t in (("a", ta), ("b", tb)):
-                    trees[f"{n}\0{i}\0{side}"], deps_of[f"{n}\0{i}\0{side}"] = \
-                        t, lib.nodes[n].deps
-                layout.append((n, kind, text))
-        order = list(trees)
-        leaves = list(dict.fromkeys(x for k in order for x in deps_of[k]))
-        ckey = diskcache.key("tie-program", "\0".join([lib.digest_full, *order]))
-        prog = codegen.cached(ckey, lambda: codegen.build(order, trees, deps_of, leaves, order,
-                                                          frozenset(order)))
-        progs[names] = hit = (prog, layout)
+        from flopsheet.nonsmooth import probe_program
+        progs[names] = hit = probe_program(lib, names, _specs(lib), "tie-program")
     return hit
 
 
 def _sympy_probes(lib: Library, name: str) -> list:
     """(kind, text, a, b) of a node whose probes have no tree: evaluated through sympy."""
-    import sympy as sp
     from flopsheet.compile import compile_expr
-    from flopsheet.parser import symbol
-    node = lib.nodes[name]
-    choice_syms = {symbol(n) for n, i in lib.inputs.items() if i.is_choice}
-    out = []
-    for atom in sp.preorder_traversal(node.expr):
-        if isinstance(atom, sp.core.relational.Relational) and not (
-                atom.free_symbols & choice_syms):
-            out.append(("cmp", str(atom), compile_expr(node.deps, atom.lhs),
-                        compile_expr(node.deps, atom.rhs)))
-        elif isinstance(atom, sp.Mod):
-            out.append(("mod", str(atom), compile_expr(node.deps, atom.args[0]),
-                        compile_expr(node.deps, atom.args[1])))
-    return out
+    deps = lib.nodes[name].deps
+    return [(kind, text, compile_expr(deps, a), compile_expr(deps, b))
+            for kind, text, a, b in _probe_atoms(lib, name)]
 
 
 def _judge(kind: str, text: str, a: float, b: float) -> str | None:
@@ -157,7 +135,7 @@ def near_ties(lib: Library, result: Result) -> dict[str, str]:
         args = [result.values[x] for x in prog.leaves]
         with np.errstate(all="ignore"):
             vals = [float(np.asarray(v)) for v in prog.array([], args)]
-        for k, (n, kind, text) in enumerate(layout):
+        for k, (n, kind, text, _) in enumerate(layout):
             if n not in found:
                 note = _judge(kind, text, vals[2 * k], vals[2 * k + 1])
                 if note:

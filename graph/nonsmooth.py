@@ -74,7 +74,7 @@ def _program(model, names: tuple):
     hit = progs.get(names)
     if hit is not None:
         return hit
-    from . import codegen, diskcache
+    from . import diskcache
     lib = model.lib
     specs = _specs(model)
     new = [n for n in names if n not in specs]
@@ -82,22 +82,28 @@ def _program(model, names: tuple):
         specs[n] = _specs_for(lib, n)
     if new:
         diskcache.save(diskcache.key("probes", lib.digest_full), specs)
+    prog, layout = probe_program(lib, names, specs, "probe-program")
+    progs[names] = hit = (prog, layout)
+    return hit
+
+
+def probe_program(lib, names, specs, cache_kind: str):
+    """One generated function returning every expression tree of ``specs[n]`` ([kind, text,
+    trees] per probe) for ``n`` in ``names``, and its layout (node, kind, text, tree count)."""
+    from . import codegen, diskcache
     trees, deps_of, layout = {}, {}, []
     for n in names:
         for i, (kind, text, ts) in enumerate(specs[n]):
-            keys = []
             for j, t in enumerate(ts):
                 k = f"{n}\0{i}\0{j}"
                 trees[k], deps_of[k] = t, lib.nodes[n].deps
-                keys.append(k)
-            layout.append((n, kind, text, len(keys)))
+            layout.append((n, kind, text, len(ts)))
     order = list(trees)
     leaves = list(dict.fromkeys(x for k in order for x in deps_of[k]))
-    ckey = diskcache.key("probe-program", "\0".join([lib.digest_full, *order]))
+    ckey = diskcache.key(cache_kind, "\0".join([lib.digest_full, *order]))
     prog = codegen.cached(ckey, lambda: codegen.build(order, trees, deps_of, leaves, order,
                                                       frozenset(order)))
-    progs[names] = hit = (prog, layout)
-    return hit
+    return prog, layout
 
 
 def notes(model, result, scope) -> list[str]:
