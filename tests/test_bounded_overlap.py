@@ -1,0 +1,76 @@
+"""Overlap bounded by what it can hide behind (issue 11): an overlapped tensor-parallel collective hides at most
+behind the GEMMs it is pipelined with, an overlapped pipeline send at most behind one microbatch's stage compute.
+Hand-checked on the Korthikanti Table 5 GPT-3 175B run (A100, tp 8, pp 8, s 2048, b 1, h 12288, sequence parallel)
+with the GEMMs made 8.5x faster (2 PFLOP/s) so that the collectives outlast some of their windows."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_scenario as run
+
+SC = "korthikanti-table5-175b-selective-sp"
+US = 1e-6
+FAST = 2e15
+
+
+def test_tp_overlap_hidden_while_the_gemms_are_longer(model):
+    """At the A100's calibrated GEMM rate every 437.6 us all-gather + reduce-scatter pair fits in its block's GEMMs."""
+    r = run(model, SC, tp_comm_overlap=1)
+    s = r.scalar
+    assert s("tp_attention_overlap_window") > s("tp_collective_time")
+    assert s("tp_mlp_overlap_window") > s("tp_collective_time")
+    assert s("tp_overlapped_exposed_per_layer") == 0
+    assert s("step_tp_comm_time") == 0
+
+
+def test_tp_overlap_exposes_what_outlasts_each_window(model):
+    r = run(model, SC, tp_comm_overlap=1, gemm_flops_rate=FAST)
+    s = r.scalar
+    c = s("tp_collective_time")
+    assert c == pytest.approx(437.57 * US, abs=0.01 * US)             # 2 x 218.8 us (test_sequence_parallel)
+    # QKV 2*2048*12288*36864/8 FLOP at 2 PFLOP/s; the output projection is memory bound:
+    # 2 B x 2048 x (1536 + 12288) + 2 B x 1536 x 12288 = 94.4 MB at 1.6312 TB/s
+    qkv = 2 * 2048 * 12288 * 36864 / 8 / FAST
+    out = (2 * 2048 * (1536 + 12288) + 2 * 1536 * 12288) / 1.6312e12
+    up = down = 2 * 2048 * 12288 * 49152 / 8 / FAST
+    assert s("qkv_gemm_time_fwd") == pytest.approx(qkv, rel=1e-9)
+    assert s("out_proj_gemm_time_fwd") == pytest.approx(out, rel=1e-9)
+    assert s("mlp_up_gemm_time_fwd") == pytest.approx(up, rel=1e-9)
+    assert s("mlp_down_gemm_time_fwd") == pytest.approx(down, rel=1e-9)
+    w_a, w_m = qkv + out, up + down                                  # 173.8 us and 309.2 us
+    forward = (c - w_a) + (c - w_m)                                 # 263.8 + 128.4 us
+    backward = max(0, c - 2 * w_a) + max(0, c - 2 * w_m)            # 90.0 + 0 us (dgrad + wgrad)
+    regather = 2 * s("tp_allgather_net_time") - s("tp_sp_regather_hidden_per_layer")  # 167.0 us
+    per_layer = forward + backward + regather
+    assert per_layer == pytest.approx(649.0 * US, abs=0.1 * US)
+    assert s("tp_overlapped_exposed_per_layer") == pytest.approx(per_layer, rel=1e-9)
+    assert s("tp_comm_exposed_per_microbatch") == pytest.approx(12 * per_layer, rel=1e-9)   # 12 layers a stage
+    # the overlap never exposes more than the same collectives run without it
+    none = run(model, SC, tp_comm_overlap=0, gemm_flops_rate=FAST).scalar("tp_comm_exposed_per_microbatch")
+    assert s("tp_comm_exposed_per_microbatch") < none
+    half = run(model, SC, tp_comm_overlap=0.5, gemm_flops_rate=FAST).scalar("tp_comm_exposed_per_microbatch")
+    assert half == pytest.approx((none + s("tp_comm_exposed_per_microbatch")) / 2, rel=1e-9)
+
+
+def test_full_recompute_reruns_the_forward_collectives(model):
+    sel = run(model, SC, tp_comm_overlap=1, gemm_flops_rate=FAST).scalar
+    full = run(model, SC, tp_comm_overlap=1, gemm_flops_rate=FAST, recompute="full").scalar
+    c = sel("tp_collective_time")
+    forward = (c - sel("tp_attention_overlap_window")) + (c - sel("tp_mlp_overlap_window"))
+    assert full("tp_overlapped_exposed_per_layer") - sel("tp_overlapped_exposed_per_layer") == pytest.approx(
+        forward, rel=1e-9)
+
+
+def test_pp_overlap_bounded_by_one_microbatch_of_stage_compute(model):
+    r = run(model, SC, pp_comm_overlap=1)
+    s = r.scalar
+    assert s("pp_comm_time_per_microbatch") < s("stage_compute_time_per_microbatch")   # 1.8 ms vs 41 ms
+    assert s("pp_comm_exposed_per_microbatch") == 0 and s("step_pp_comm_time") == 0
+    # what-if: a stage that computes for 0.5 ms per microbatch leaves 1.3 ms of the 1.8 ms exchange exposed
+    slow = run(model, SC, pp_comm_overlap=1, stage_compute_time_per_microbatch=0.5e-3).scalar
+    pp = slow("pp_comm_time_per_microbatch")
+    assert pp == pytest.approx(1.8067 * 1e-3, abs=1e-7)
+    assert slow("pp_comm_exposed_per_microbatch") == pytest.approx(pp - 0.5e-3, rel=1e-12)
+    assert slow("step_pp_comm_time") == pytest.approx(slow("microbatches") * (pp - 0.5e-3), rel=1e-12)
+    off = run(model, SC, pp_comm_overlap=0).scalar
+    assert off("pp_comm_exposed_per_microbatch") == pytest.approx(pp, rel=1e-12)
