@@ -74,3 +74,19 @@ def test_pp_overlap_bounded_by_one_microbatch_of_stage_compute(model):
     assert slow("step_pp_comm_time") == pytest.approx(slow("microbatches") * (pp - 0.5e-3), rel=1e-12)
     off = run(model, SC, pp_comm_overlap=0).scalar
     assert off("pp_comm_exposed_per_microbatch") == pytest.approx(pp, rel=1e-12)
+
+
+def test_zero3_traffic_hides_behind_every_microbatch(model):
+    """ZeRO-3 gathers (and, per microbatch, reduce-scatters) recur in every microbatch, so their window is the whole
+    step's stage compute; GPT-3 175B on 1,024 A100 (SC21 layout, dp 8, 192 microbatches of 6 layers a stage)."""
+    z3 = run(model, "gpt3-175b-sc21", zero_stage=3, dp_comm_overlap=1, dp_overlap_bound="yes").scalar
+    per_mb = 6 * (z3("layer_time_fwd") + z3("layer_time_recompute") + z3("layer_time_bwd"))   # 6 x 19.6 ms
+    assert z3("microbatches") == 192 and z3("layers_per_stage") == 6
+    assert z3("dp_overlap_window") == pytest.approx(192 * per_mb, rel=1e-12)
+    assert z3("dp_overlap_window") == pytest.approx(22.556, abs=1e-3)
+    # 192 x (2 gathers + 1 reduce-scatter) of the stage's weights over 8 nodes (64.6 s) outlast it: 42.1 s exposed
+    assert z3("step_dp_comm_time") == pytest.approx(z3("dp_comm_time") - z3("dp_overlap_window"), rel=1e-12)
+    # the distributed optimizer (ZeRO-1) keeps the last backward plus the first forward as its window
+    z1 = run(model, "gpt3-175b-sc21", zero_stage=1, dp_comm_overlap=1, dp_overlap_bound="yes").scalar
+    assert z1("dp_overlap_window") == pytest.approx(
+        6 * (z1("layer_time_bwd") + z1("layer_time_recompute") + z1("layer_time_fwd")), rel=1e-12)
