@@ -70,7 +70,8 @@ def test_torus_reduces_to_ring_in_one_dimension(p, n):
             "coll_allgather_torus_time", "coll_allgather_ring_time"],
            scaleup_topology="torus", torus_dim_x=p, torus_dim_y=1, torus_dim_z=1,
            scaleup_domain_size=p, coll_group_size=p, coll_msg_bytes=n,
-           scaleup_ll_busbw_cap="1 B/s", scaleup_hop_latency="3.4 us")  # LL never wins: ring = Simple ring
+           scaleup_ll_busbw_cap="1 B/s", scaleup_hop_latency="3.4 us",  # LL never wins: ring = Simple ring
+           scaleup_ll128_enabled=0)  # nor LL128 (NCCL's NVLink-only protocol; a torus runs XLA's collectives)
     assert r["coll_torus_usable"] == 1
     assert r["coll_allreduce_torus_time"] == pytest.approx(r["coll_allreduce_ring_simple_time"], rel=1e-12)
     assert r["coll_allgather_torus_time"] == pytest.approx(r["coll_allgather_ring_time"], rel=1e-12)
@@ -95,6 +96,7 @@ def test_hierarchical_equals_flat_when_the_group_fits_in_one_domain(p, n):
             "coll_allgather_ring_time", "coll_reducescatter_ring_time"],
            scenario="allreduce-sweep-h100", coll_group_size=p, coll_msg_bytes=n,
            scaleup_ll_busbw_cap="1 B/s", scaleup_hop_latency="3.4 us",  # LL never wins
+           scaleup_ll128_enabled=0,  # nor LL128: the hierarchical forms are modelled with Simple only
            hierarchical_overlap=0.3)
     assert r["coll_domains"] == 1
     assert r["coll_allreduce_hierarchical_time"] == pytest.approx(r["coll_allreduce_ring_simple_time"], rel=1e-12)
