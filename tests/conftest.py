@@ -117,6 +117,17 @@ def run_scenario(model, scenario, **sets):
     return model.evaluate(resolve(sc, model))
 
 
+def evaluate_outputs(model, outputs, scenario=None, **values):
+    """Evaluate ``outputs`` on a bundled scenario (or the library defaults) with raw values (any unit text) set,
+    each as a float array."""
+    import numpy as np
+    base = resolve(load_scenario(scenario), model) if scenario else {}
+    for k, v in values.items():
+        base[k] = model.encode(k, v)
+    res = model.evaluate(base, outputs=outputs)
+    return {o: np.asarray(res[o], dtype=float) for o in outputs}
+
+
 def point_runner(default_pid: str):
     """Evaluate validation points as `flopsheet validate` builds them, with ``name=value`` overrides:
     ``run(pid=default_pid, **sets)``."""

@@ -15,7 +15,8 @@ import pytest
 
 from flopsheet.evaluate import Model
 from flopsheet.library import load_library
-from flopsheet.scenario import load_scenario, resolve
+
+from conftest import evaluate_outputs
 
 MODEL = Model(load_library())
 MiB, KiB = 2**20, 2**10
@@ -28,11 +29,8 @@ SCALEOUT_BW = 400e9 / 8 * 0.9              # scaleout_ring_bw = 45 GB/s
 
 
 def ev(outputs, scenario=H100, **values):
-    base = resolve(load_scenario(scenario), MODEL) if scenario else {}
-    for k, v in values.items():
-        base[k] = MODEL.encode(k, v)
-    res = MODEL.evaluate(base, outputs=outputs)
-    return {o: np.asarray(res[o], dtype=float) for o in outputs}
+    """Evaluate `outputs` on a scenario (or the defaults) with extra values (raw, any unit text)."""
+    return evaluate_outputs(MODEL, outputs, scenario, **values)
 
 
 def test_worked_example_8mib_allreduce_on_one_dgx_h100():

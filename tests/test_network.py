@@ -15,6 +15,8 @@ from flopsheet.evaluate import Model
 from flopsheet.library import load_library
 from flopsheet.scenario import load_scenario, resolve
 
+from conftest import evaluate_outputs
+
 LIB = load_library()
 MODEL = Model(LIB)
 
@@ -27,11 +29,7 @@ NO_LATENCY = dict(collective_launch_latency=0.0, collective_call_overhead=0.0, s
 
 def ev(outputs, scenario=None, **values):
     """Evaluate `outputs` on a scenario (or the defaults) with extra values (raw, any unit text)."""
-    base = resolve(load_scenario(scenario), MODEL) if scenario else {}
-    for k, v in values.items():
-        base[k] = MODEL.encode(k, v)
-    res = MODEL.evaluate(base, outputs=outputs)
-    return {o: np.asarray(res[o], dtype=float) for o in outputs}
+    return evaluate_outputs(MODEL, outputs, scenario, **values)
 
 
 def test_library_has_the_network_topics():
