@@ -29,6 +29,12 @@ def test_b200_qwen3_30b_permutation_by_hand(point):
     want = permute_bytes / 3.2e12 + router_bytes / 6.4e12 + kernels * 4e-6           # 262.1 + 1.3 + 280 us
     assert want == pytest.approx(543.455e-6, rel=1e-5)
     assert r.scalar("moe_pointwise_time_fwd") == pytest.approx(want, rel=1e-12)
+    # the backward moves the same 800 MiB once more (each permutation's transpose) and launches the 70 kernels
+    # twice: 262.1 + 1.3 + 560 us = 823.5 us, not twice the forward (1,086.9 us)
+    assert r.scalar("moe_launch_time_fwd") == pytest.approx(kernels * 4e-6, rel=1e-12)
+    back = permute_bytes / 3.2e12 + router_bytes / 6.4e12 + 2 * kernels * 4e-6
+    assert back == pytest.approx(823.455e-6, rel=1e-5)
+    assert r.scalar("moe_pointwise_time_bwd") == pytest.approx(back, rel=1e-12)
 
 
 def test_at_the_streaming_share_it_runs_at_memory_rate(point):
