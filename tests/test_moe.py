@@ -90,8 +90,15 @@ def test_zero3_gathers_per_microbatch_and_holds_the_gathered_unit(point):
 
 def test_moe_dispatch_buffers_in_activation_memory(point):
     r = point()
-    # 2 buffers x (4096/2 tokens) x 8 copies x 7168 x 2 bytes, on 58 of 61 layers
-    assert r.scalar("moe_dispatch_activation_memory") == pytest.approx(2 * 2048 * 8 * 7168 * 2 * 58 / 61, rel=1e-12)
+    assert r.scalar("gemm_input_activation_bytes") == 1   # the FP8 recipe keeps FP8 copies of GEMM inputs
+    # Megatron-Core's weighted SwiGLU applies the router probabilities: only the fc1 input is kept,
+    # (4096/2 tokens) x 8 copies x 7168 x 1 FP8 byte, on 58 of 61 layers
+    assert r.scalar("moe_dispatch_activation_memory") == pytest.approx(2048 * 8 * 7168 * 1 * 58 / 61, rel=1e-12)
+    # probabilities on the expert outputs: those outputs (bf16, 2 bytes) are kept as well
+    out = point(moe_probs_applied="output")
+    assert out.scalar("moe_dispatch_activation_memory") == pytest.approx(2048 * 8 * 7168 * (1 + 2) * 58 / 61, rel=1e-12)
+    bf16 = point(compute_dtype="bf16")
+    assert bf16.scalar("moe_dispatch_activation_memory") == pytest.approx(2048 * 8 * 7168 * 2 * 58 / 61, rel=1e-12)
 
 
 def test_full_recompute_working_layer_keeps_scores_without_flash(point):
