@@ -39,3 +39,17 @@ def test_measured_training_runs_fit_their_gpu():
     assert not fixed, f"these runs now fit: take them off KNOWN_OVER so the list stays exact: {fixed}"
     # every vTrain A100 run fits (the family whose step times issue 11 targets)
     assert not [k for k in over if "vtrain" in k]
+
+
+def test_measured_training_runs_satisfy_the_layout_rules():
+    # a run that was measured had a layout its framework accepted: a broken divisibility rule
+    # (parallel_config_valid) is a missing setting in the point, e.g. Megatron's embedding/loss-aware pipeline split
+    v = Validator()
+    broken = []
+    for p in load_points():
+        if p.category != "training" or not p.supported:
+            continue
+        r = v.model.evaluate(resolve(v.scenario(p, {}), v.model), outputs=["parallel_config_valid"], check=False)
+        if not bool(r["parallel_config_valid"]):
+            broken.append(p.id)
+    assert not broken, f"measured runs whose layout breaks a divisibility rule: {broken}"
