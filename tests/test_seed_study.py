@@ -182,7 +182,8 @@ def test_software_assumptions_do_not_reach_the_projections(tool, model):
 def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
     """--retune searches each system's layout (the fixed one is among the candidates, so it can only
     be as fast or faster). Measured: GB200 NVL72 / HGX H100 3.22x (published 4x), HGX B200 / HGX H100
-    2.24x (3x), GB200 NVL72 / A100 9.1x (~35x)."""
+    2.35x (3x; 2.24x before the MoE dispatch buffers shrank to what Megatron-Core keeps and a faster B200 layout
+    fitted), GB200 NVL72 / A100 9.0x (~35x)."""
     best = tool.retune()
     fixed = {r["endpoint"]: r["step_time"] for r in rows if r["endpoint"]}
     fixed["seed-gpt-moe-1.8t-a100"] = rows[0]["step_time"]
@@ -190,9 +191,9 @@ def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
         assert b["step_time"] <= fixed[f"seed-gpt-moe-1.8t-{s}"] * (1 + 1e-9), s
     ratio = {k: best[a]["step_time"] / best[b]["step_time"] for k, a, b in
              [("b200", "h100", "b200"), ("gb200", "h100", "gb200-nvl72"), ("a100", "a100", "gb200-nvl72")]}
-    assert ratio["b200"] == pytest.approx(2.24, rel=0.02)
+    assert ratio["b200"] == pytest.approx(2.35, rel=0.02)
     assert ratio["gb200"] == pytest.approx(3.22, rel=0.02)
-    assert ratio["a100"] == pytest.approx(9.12, rel=0.02)
+    assert ratio["a100"] == pytest.approx(9.01, rel=0.02)
 
 
 def test_gpt_moe_1_8t_parameter_count(model):
