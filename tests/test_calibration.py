@@ -61,7 +61,8 @@ def test_quantization_off_is_the_shipped_default(model):
 
 
 def test_calibration_tool_reproduces_the_hopper_fit():
-    """With tiles on, gemm_efficiency 0.608 fits megatron-core-h100 (0.588 without, the shipped value)."""
+    """With tiles on, gemm_efficiency 0.572 fits megatron-core-h100 (0.552 without, the shipped 0.55; both with the Hopper
+    preset's flash_kv_reuse wave and attention_efficiency 0.35)."""
     pytest.importorskip("scipy")
     spec = importlib.util.spec_from_file_location("calibrate", ROOT / "tools" / "calibrate.py")
     tool = importlib.util.module_from_spec(spec)
@@ -70,8 +71,8 @@ def test_calibration_tool_reproduces_the_hopper_fit():
     v = Validator(load_library())
     pts = [p for p in load_points() if p.family == "megatron-core-h100"]
     batches, nodes, meas, _ = tool.point_arrays(v, pts)
-    err = tool.predict(v, batches, nodes, {"gemm_efficiency": 0.608, "gemm_quantization": 1}) / meas - 1
-    assert abs(float(sorted(abs(err))[len(err) // 2])) < 0.05  # median |err| 4.6 % at the fit
+    err = tool.predict(v, batches, nodes, {"gemm_efficiency": 0.572, "gemm_quantization": 1}) / meas - 1
+    assert abs(float(sorted(abs(err))[len(err) // 2])) < 0.05  # median |err| 4.9 % at the fit
 
 
 def _step(model, **v):

@@ -23,7 +23,7 @@ def test_ring_is_the_default_and_hides_behind_attention_blocks(point):
     assert r.scalar("cp_p2p_msg_bytes") == 2 * 2 * 4096 * 1024 == 16_777_216
     # each of the cp=2 steps carries half the GPU's causal attention
     assert r.scalar("cp_attention_block_time_fwd") == pytest.approx(r.scalar("attention_core_time_fwd") / 2, rel=1e-12)
-    # one step's transfer (~58 us over NVLink) is shorter than one block (~384 us): nothing exposed
+    # one step's transfer (~58 us over NVLink) is shorter than one block (~456 us): nothing exposed
     assert r.scalar("cp_p2p_net_time") < r.scalar("cp_attention_block_time_fwd")
     assert r.scalar("cp_comm_exposed_per_microbatch") == 0 and r.scalar("step_cp_comm_time") == 0
     # before overlap: 32 layers x 3 x (cp - 1) transfers
@@ -38,11 +38,11 @@ def test_ring_across_nodes_is_exposed_by_the_per_step_bound(point):
     p2p = 9.1 * US + 14 * US + 2_097_152 / 45e9
     assert r.scalar("cp_p2p_net_time") == pytest.approx(p2p, rel=1e-12)
     assert p2p == pytest.approx(69.703 * US, abs=0.001 * US)
-    blk = r.scalar("cp_attention_block_time_fwd")            # ~6.0 us: 512 queries x 512 keys
+    blk = r.scalar("cp_attention_block_time_fwd")            # ~7.8 us: 512 queries x 512 keys (H100 attention_efficiency 0.35)
     # 15 steps x (forward K/V exposed + backward K/V and dK/dV behind 2.5 blocks)
     exposed = 15 * ((p2p - blk) + (2 * p2p - 2.5 * blk))
     assert r.scalar("cp_ring_exposed_per_layer") == pytest.approx(exposed, rel=1e-12)
-    assert exposed == pytest.approx(2821.4 * US, rel=1e-3)
+    assert exposed == pytest.approx(2726.7 * US, rel=1e-3)
     assert r.scalar("cp_comm_exposed_per_microbatch") == pytest.approx(32 * exposed, rel=1e-12)
     # selective recompute reruns the core attention and its forward ring; full recompute too
     sel = point(cp=16, dp=1, recompute="selective")
