@@ -4,7 +4,14 @@ replicas all-reduce the gradient shards - a worked example on torchtitan's Llama
 of 4-way FSDP, and the MaxText two-slice points."""
 from __future__ import annotations
 
+import math
+
 import pytest
+
+from flopsheet.evaluate import Model
+from flopsheet.exports.excel import export_workbook
+from flopsheet.library import load_library
+from flopsheet.scenario import load_scenario
 
 from conftest import point_runner
 
@@ -77,13 +84,6 @@ def test_maxtext_two_slices_hold_one_slice_of_state():
 def test_hybrid_sharding_recalculates_in_libreoffice(lo, tmp_path):
     """The exported workbook computes the hybrid-sharding nodes with live formulas that LibreOffice recalculates
     to Python's numbers (GPT-3 175B on 1024 GPUs, dp 8 cut into 2 replicas of a 4-way distributed optimizer)."""
-    import math
-
-    from flopsheet.evaluate import Model
-    from flopsheet.exports.excel import export_workbook
-    from flopsheet.library import load_library
-    from flopsheet.scenario import load_scenario
-
     lib = load_library()
     sc = load_scenario("gpt3-175b-sc21", ["dp_replicas=2", "zero_stage=1"])
     info = export_workbook(tmp_path / "hybrid.xlsx", lib, sc, model=Model(lib), sensitivity=False)

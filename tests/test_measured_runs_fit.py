@@ -6,6 +6,8 @@ the time: recipes whose recompute, offloading or FP8 weight settings the familie
 shrink: a run that joins it is a new memory over-estimate."""
 from __future__ import annotations
 
+import pytest
+
 from flopsheet.scenario import resolve
 from flopsheet.validate import Validator, load_points
 
@@ -20,19 +22,27 @@ KNOWN_OVER = {
 }
 
 
-def test_measured_training_runs_fit_their_gpu():
+@pytest.fixture(scope="module")
+def measured_runs():
+    """point id -> its memory, HBM and layout check, every supported training point evaluated once."""
     v = Validator()
-    checked, over = 0, {}
+    out = {}
     for p in load_points():
         if p.category != "training" or not p.supported:
             continue
-        r = v.model.evaluate(resolve(v.scenario(p, {}), v.model),
-                             outputs=["memory_per_gpu", "accelerator_hbm_capacity"], check=False)
-        checked += 1
+        out[p.id] = v.model.evaluate(resolve(v.scenario(p, {}), v.model),
+                                     outputs=["memory_per_gpu", "accelerator_hbm_capacity", "parallel_config_valid"],
+                                     check=False)
+    return out
+
+
+def test_measured_training_runs_fit_their_gpu(measured_runs):
+    over = {}
+    for pid, r in measured_runs.items():
         mem, hbm = float(r["memory_per_gpu"]), float(r["accelerator_hbm_capacity"])
         if mem > hbm:
-            over[p.id] = (round(mem / 2 ** 30, 1), round(hbm / 2 ** 30, 1))
-    assert checked >= 165
+            over[pid] = (round(mem / 2 ** 30, 1), round(hbm / 2 ** 30, 1))
+    assert len(measured_runs) >= 165
     new = {k: x for k, x in over.items() if k not in KNOWN_OVER}
     assert not new, f"measured runs now predicted not to fit (GiB predicted, HBM): {new}"
     fixed = sorted(set(KNOWN_OVER) - set(over))
@@ -41,15 +51,8 @@ def test_measured_training_runs_fit_their_gpu():
     assert not [k for k in over if "vtrain" in k]
 
 
-def test_measured_training_runs_satisfy_the_layout_rules():
+def test_measured_training_runs_satisfy_the_layout_rules(measured_runs):
     # a run that was measured had a layout its framework accepted: a broken divisibility rule
     # (parallel_config_valid) is a missing setting in the point, e.g. Megatron's embedding/loss-aware pipeline split
-    v = Validator()
-    broken = []
-    for p in load_points():
-        if p.category != "training" or not p.supported:
-            continue
-        r = v.model.evaluate(resolve(v.scenario(p, {}), v.model), outputs=["parallel_config_valid"], check=False)
-        if not bool(r["parallel_config_valid"]):
-            broken.append(p.id)
+    broken = [pid for pid, r in measured_runs.items() if not bool(r["parallel_config_valid"])]
     assert not broken, f"measured runs whose layout breaks a divisibility rule: {broken}"
