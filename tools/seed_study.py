@@ -146,8 +146,8 @@ MEASURED_SOURCE = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive
 #: parts of step_time, in the order printed (they sum to step_time)
 PARTS = [("compute", "step_compute_time"), ("bubble", "step_bubble_time"),
          ("TP", "step_tp_comm_time"), ("EP", "step_ep_comm_time"), ("PP", "step_pp_comm_time"),
-         ("DP", "step_dp_comm_time"), ("CP", "step_cp_comm_time"),
-         ("other", ("step_embedding_comm_time", "step_host_time", "optimizer_step_time"))]
+         ("DP", "step_dp_comm_time"), ("CP", "step_cp_comm_time"), ("host", "step_host_time"),
+         ("other", ("step_embedding_comm_time", "optimizer_step_time"))]
 
 #: hardware numbers a step can change (the largest ratio bounds its factor)
 HARDWARE = ["peak_flops_per_gpu", "hbm_bandwidth", "scaleup_link_bw", "scaleup_links_per_gpu",
