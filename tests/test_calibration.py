@@ -139,6 +139,23 @@ def test_fa3_overlap_takes_the_slowest_part(model):
     assert fa3.scalar("attention_core_time_fwd") == pytest.approx(max(parts))
 
 
+def test_blackwell_ultra_halves_only_the_softmax_part(model):
+    """softmax_exp_speedup 2 (Blackwell Ultra's doubled MUFU.EX2 rate) halves the softmax term of the
+    attention core and leaves its loads and tile GEMMs alone: Llama 3 8B attention at 8K on GB300."""
+    from flopsheet.scenario import load_scenario, resolve
+    v = resolve(load_scenario("hardware/gb300", ["heads=32", "kv_heads=8", "head_dim=128", "hidden=4096",
+                                                 "seq_len=8192", "micro_batch=1", "tp=1", "cp=1",
+                                                 "attention_impl=flash"]), model)
+    outs = ["attention_core_time_fwd", "attention_scores_per_layer", "vector_flops_rate", "attention_softmax_rate"]
+    ultra = model.evaluate(v, outputs=outs)
+    plain = model.evaluate({**v, "softmax_exp_speedup": 1}, outputs=outs)
+    assert ultra.scalar("attention_softmax_rate") == 2 * ultra.scalar("vector_flops_rate")
+    softmax = 5 * plain.scalar("attention_scores_per_layer") / plain.scalar("vector_flops_rate")
+    assert plain.scalar("attention_core_time_fwd") - ultra.scalar("attention_core_time_fwd") == pytest.approx(softmax / 2)
+    # 32 heads x 8192 queries x 8192 keys, causal half: 1.07e9 scores; 5 FP32 ops each at GB300's vector rate
+    assert plain.scalar("attention_scores_per_layer") == 32 * 8192 * 8192 / 2
+
+
 def test_fp8_casts_worked_example(model):
     # one layer, 4096 tokens, h 4096, MHA (q = kv = 4096), ffn 16384, GeLU, tp 1, 8 microbatches,
     # cached weights: fwd bytes = 4 * (4096 * (2*4096 + 4096 + 16384) + weights / 8)
