@@ -149,6 +149,21 @@ def test_deepep_sends_a_token_once_per_remote_node(point):
     assert deepep.scalar("ep_alltoall_net_time") < a2a.scalar("ep_alltoall_net_time")
 
 
+def test_deepep_sends_a_token_once_per_gpu_inside_the_domain(point):
+    # Qwen3-235B on 256 GB200 (Model Zoo BF16 row): EP 8 inside one NVL72 domain, 8 of 128 experts per token.
+    # DeepEP / HybridEP dispatch a token once to each GPU holding any of its experts: 8 (1 - (7/8)^8) = 5.25
+    # GPUs hit out of 8 routed copies, so the NVLink bytes shrink to 0.656 of the plain all-to-all's
+    pid = "train-mzoo-gb200-qwen3-235b-a22b-256gpu-bf16"
+    deepep, a2a = point(pid), point(pid, ep_dispatcher="alltoall")
+    assert deepep.scalar("ep_domains") == 1 and deepep.scalar("ep_rank_dedup_factor") == pytest.approx(1 - (7 / 8) ** 8)
+    assert a2a.scalar("ep_rank_dedup_factor") == 1
+    fixed = deepep.scalar("collective_launch_latency") + deepep.scalar("scaleup_simple_hop_latency")
+    assert deepep.scalar("ep_alltoall_net_time") - fixed == pytest.approx(
+        (a2a.scalar("ep_alltoall_net_time") - fixed) * (1 - (7 / 8) ** 8), rel=1e-12)
+    # 4096 tokens x top-8 x hidden 4096 x 2 bytes, 7/8 of it to the other GPUs, 0.656 of that sent
+    assert deepep.scalar("ep_alltoall_msg_bytes") == 4096 * 8 * 4096 * 2
+
+
 # --- pipelines and MTP -----------------------------------------------------------------------------
 def test_uneven_layout_and_mtp_on_the_last_stage(point):
     r = point()  # layout 'Et|(tt|)*30mL' on pp 8 x vpp 4: 7 / 8 x 6 / 6 + MTP + loss
