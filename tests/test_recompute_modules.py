@@ -82,6 +82,13 @@ def test_dense_mlp_recompute_on_deepseek_v3_dense_layers():
     assert r.scalar("recompute_modules_macs_per_token") == 3 * 3 * 7168 * 18432
 
 
+def test_moe_block_recompute_already_covers_its_activation():
+    # listing moe_act beside moe (Megatron accepts both) neither reruns the activation twice nor frees its output twice
+    both, moe = run(**modules("moe", "moe_act", compute_dtype="bf16")), run(**modules("moe", compute_dtype="bf16"))
+    for name in ("layer_time_recompute", "recompute_modules_saved_memory_per_layer", "activation_memory"):
+        assert both.scalar(name) == moe.scalar(name), name
+
+
 @pytest.mark.parametrize("strategy", ["none", "full", "selective_op"])
 def test_module_flags_act_only_under_selective(strategy):
     base, flagged = run(recompute=strategy), run(**{**modules(*MODULES), "recompute": strategy})
