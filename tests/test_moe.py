@@ -123,10 +123,15 @@ def test_capacity_and_load_imbalance(point):
 
 
 def test_permutation_bytes(point):
-    r = point()
     t = 2048  # tokens each tp rank dispatches
+    r = point(ep_dispatcher="alltoall")
     per_moe_layer = 2 * t * 7168 * (2 * (1 + 8) + 4 * 8)  # permute/unpermute + local sort (4 local experts)
     assert r.scalar("moe_permute_bytes_fwd") == pytest.approx(per_moe_layer * 58 / 61, rel=1e-12)
+    # the recipe's DeepEP gathers and scatters inside its dispatch and combine kernels: only the received rows, one per
+    # token and GPU (64 (1 - (63/64)^8) = 7.17 of 8 copies on EP 64), are permuted into the 8 expert copies and back
+    deepep = point()
+    rows = 64 * (1 - (63 / 64) ** 8)
+    assert deepep.scalar("moe_permute_bytes_fwd") == pytest.approx(2 * t * 7168 * 2 * (rows + 8) * 58 / 61, rel=1e-12)
 
 
 def test_dense_models_have_no_moe_cost(point):
