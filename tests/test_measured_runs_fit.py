@@ -24,6 +24,9 @@ KNOWN_OVER = {
     "train-llama3-herd-405b-8k-8192gpu": (90.5, 74.5),
     "train-llama3-herd-405b-8k-16384gpu": (83.7, 74.5),
     "train-llama3-herd-405b-128k-16384gpu": (83.7, 74.5),
+    # NeMo 24.07 Nemotron-4 340B at DP 2: 3 % over, 32 GiB of it the optimizer states the distributed optimizer can
+    # shard only twice; the table does not say what else the run sharded or offloaded
+    "train-nemo2407-h100-nemotron-340b-128gpu": (76.9, 74.5),
 }
 
 

@@ -108,6 +108,25 @@ def test_breakdown_sums_to_step_time(model, scenario):
     assert r.scalar("hfu") >= r.scalar("mfu")
 
 
+def test_fp8_runs_keep_the_output_layer_in_bf16(model):
+    """Megatron-Core's output layer is not a TransformerEngine module, so an FP8 run projects to the
+    vocabulary at the BF16 GEMM rate. Hand check with H100 peaks (989 / 1,979 TFLOP/s BF16 / FP8,
+    gemm_efficiency 0.55, FP8 factor 0.90): GPT-3 175B, h = 12,288, V = 51,200 over tp 8."""
+    h100 = dict(peak_flops_bf16="989 TFLOP/s", peak_flops_fp8="1979 TFLOP/s", gemm_efficiency=0.55,
+                fp8_gemm_efficiency_factor=0.9)
+    r = run(model, "korthikanti-table5-175b-selective-sp", compute_dtype="fp8", **h100)
+    tokens, h, v, tp = r.scalar("tokens_per_microbatch_per_gpu"), 12288, 51200, 8
+    bf16_rate = 989e12 * 0.55
+    assert r.scalar("output_layer_gemm_rate") == pytest.approx(bf16_rate, rel=1e-12)
+    assert r.scalar("gemm_flops_rate") == pytest.approx(1979e12 * 0.55 * 0.90, rel=1e-12)  # the layers' FP8 rate
+    projection = 3 * 2 * tokens * h * v / tp / bf16_rate
+    cross_entropy = 3 * 4 * tokens * v / tp / r.scalar("memory_rate")
+    assert projection > 2 * 2 * h * v / tp / r.scalar("memory_rate")  # compute-bound, not weight-bound
+    assert r.scalar("logits_time") == pytest.approx(projection + cross_entropy, rel=1e-12)
+    bf16 = run(model, "korthikanti-table5-175b-selective-sp", compute_dtype="bf16", **h100)
+    assert bf16.scalar("output_layer_gemm_rate") == pytest.approx(bf16.scalar("gemm_flops_rate"), rel=1e-12)
+
+
 def test_recompute_costs_the_forward_pass(model):
     """Full recompute adds one forward per layer: hardware/model FLOPs = 1 + 1/3 of the layer work."""
     r = run(model, "korthikanti-table5-22b-full-recompute")
