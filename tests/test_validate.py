@@ -60,7 +60,8 @@ EXTRA_FAMILIES = {"vtrain-multi", "megatron-bridge-blackwell", "torchtitan-memor
                   "llama3-herd",  # Llama 3 405B pre-training at 8K-16K H100 (Llama 3 paper Table 4)
                   "nemo-24.07-extra",  # the NeMo 24.07 table's GPT-3 5B/20B and Nemotron rows (5, held out)
                   "megatron-dsv3-gb200",  # Megatron-Core's DeepSeek-V3 GB200 MXFP8 run with its full launch command (1, held out)
-                  "megatron-core-moe-report"}  # the Megatron-Core MoE report's DeepSeek-V3 / Qwen3-235B rows (7, held out)
+                  "megatron-core-moe-report",  # the Megatron-Core MoE report's DeepSeek-V3 / Qwen3-235B rows (7, held out)
+                  "megatron-core-moe-memory"}  # the same report's DeepSeek-V3 per-GPU memory breakdown (1 point, 3 rows)
 
 
 def base_metric(metric: str) -> tuple[str, str | None]:
@@ -199,6 +200,7 @@ LIKE_FOR_LIKE = {
     "model_state_memory_per_device": "model_state_memory",
     "activations_per_gpu_no_recompute_tp_only": "layer_activation_memory",
     "activations_per_gpu_seqpar_plus_selective": "layer_activation_memory",
+    "activation_memory_per_gpu": "activation_memory",     # Megatron-Core MoE report Table 3: a whole stage's activations
     "busbw": "coll_allreduce_busbw",
     "out_of_place_time": "coll_allreduce_time",
     "tpot": "tpot",
@@ -307,6 +309,7 @@ FAMILY_BOUNDS = {
     ("korthikanti-2022", "memory"): (0.001, 0.003),     # 0.0 %, +0.02 %
     ("zero", "memory"): (0.005, 0.02),                  # 0.1 %, -1.3 %
     ("torchtitan-memory", "memory"): (0.07, 0.11),      # 6.0 %, -9.5 % (was -24.2 %, -47.9 %): a documented gap, must not grow
+    ("megatron-core-moe-memory", "memory"): (0.03, 0.05),  # 2.4 %, +4.3 % (DeepSeek-V3 BF16 PP4 x VPP4 x EP64: total +2.4 %, model states -1.1 %, activations +4.3 %)
     ("deepseek-v3-memory", "memory"): (0.25, 0.25),     # -24.0 % (-38.3 % first stage only): a documented gap
     ("mpt-llm-foundry", "training"): (0.08, 0.18),      # 6.4 %, +15.9 %
     ("megatron-core-h100", "training"): (0.05, 0.14),   # 4.8 %, -12.8 % (the H100 gemm_efficiency fit set); 4.2 %, -9.3 % before the refit with per-wave K/V and FlashAttention-2's 35 %: one gemm_efficiency (0.55) now leaves the 314B/462B rows at -12.8/-12.6 % and the 1.7B row at +8.6 %
@@ -433,7 +436,7 @@ def test_cli_validate_json(capsys):
     from flopsheet.cli import main
     assert main(["validate", "--category", "memory", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["categories"]["memory"]["supported"] == 12
+    assert out["categories"]["memory"]["supported"] == 13
     assert {r["point"] for r in out["rows"]} >= {"mem-zero-fig1-pos", "mem-korthikanti-fig1-1t"}
 
 
