@@ -50,13 +50,15 @@ def test_deepseek_v3_last_stage_holds_six_moe_layers_and_the_head(verl):
     # of layer inputs (1.2 GiB) do not make up for it
     assert r.scalar("second_stage_inflight_microbatches") == 11
     assert r.scalar("peak_stage_memory_per_gpu") == pytest.approx(r.scalar("last_stage_memory_per_gpu"), rel=1e-12)
-    assert r.scalar("peak_stage_memory_per_gpu") / GIB == pytest.approx(50.14, abs=0.01)
+    # (50.29 GiB: the recomputed layer's working set keeps MLA's per-head Q, K and V at 192 / 192 / 128; 50.14 with the
+    # GQA stand-in widths)
+    assert r.scalar("peak_stage_memory_per_gpu") / GIB == pytest.approx(50.29, abs=0.01)
     assert r.scalar("peak_stage_memory_per_gpu") > 1.2 * r.scalar("memory_per_gpu")
 
 
 def test_measured_figure_deepseek_v3_verl(verl):
     # verl docs/perf/dpsk.md: 66 GB (torch max_memory_allocated / 2^30) on the 96 x H20 run; the model reads
-    # 50.1 GiB (-24 %): DeepEP buffers, router gradients, padding and the RL phases are not modelled (family doc)
+    # 50.3 GiB (-24 %): DeepEP buffers, router gradients, padding and the RL phases are not modelled (family doc)
     pred = verl().scalar("peak_stage_memory_per_gpu") / GIB
     assert 0.70 < pred / 66 < 0.80
 

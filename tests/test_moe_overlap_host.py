@@ -140,3 +140,22 @@ def test_mla_attention_core_uses_its_own_head_widths(point):
     g = point(DSV3, attention_kind="gqa")
     assert d.scalar("attention_core_flops_fwd") / g.scalar("attention_core_flops_fwd") == pytest.approx(320 / 192)
     assert point(LLAMA8).scalar("attention_core_macs_per_score") == 2 * 128
+
+
+def test_mla_attention_tensors_use_their_per_head_widths(point):
+    """Megatron-Core's non-absorbed MLA hands the attention kernel one query and one key per head at 128 + 64 = 192
+    (the shared RoPE key broadcast to every head) and one value per head at 128: what the attention block keeps for
+    its backward, what the kernel streams from HBM and what context parallelism moves - not the GQA stand-in widths
+    (128 x 96 queries, 8 x 96 keys and values) that reproduce MLA's parameter count."""
+    d = point(DSV3)
+    q, k, v, o = 128 * 192, 128 * 192, 128 * 128, 128 * 128
+    assert [d.scalar(f"attention_{n}_tensor_width") for n in ("q", "k", "v", "out")] == [q, k, v, o]
+    tp, t, h = d.scalar("tp"), d.scalar("tokens_per_microbatch_per_gpu"), 7168
+    b, g8 = d.scalar("activation_bytes"), d.scalar("gemm_input_activation_bytes")
+    flash_out = b + d.scalar("fp8_gemm_input_copy_bytes")
+    expected = t * ((g8 + d.scalar("dropout_mask_bytes")) * h / d.scalar("sp_divisor") + b * (q + k + v) / tp + flash_out * o / tp)
+    assert d.scalar("attention_block_activation_memory") == pytest.approx(expected, rel=1e-12)
+    assert d.scalar("cp_kv_bytes") == pytest.approx(b * t * (k + v) / tp, rel=1e-12)
+    # a GQA model keeps its own widths: Llama 3 8B, 32 x 128 queries and 8 x 128 keys and values
+    l8 = point(LLAMA8)
+    assert [l8.scalar(f"attention_{n}_tensor_width") for n in ("q", "k", "v", "out")] == [4096, 1024, 1024, 4096]
