@@ -111,15 +111,8 @@ def render(rows: list[list[str]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render(read_rows())
-    if "--check" in argv:
-        ok = OUT.exists() and OUT.read_text(encoding="utf-8") == text
-        print(f"{OUT}: {'up to date' if ok else 'stale, run tools/mpt_h100_family.py'}")
-        return 0 if ok else 1
-    from flopsheet.atomic import atomic_write
-    atomic_write(OUT, text)
-    print(f"wrote {OUT} ({text.count('  train-mpt-h100-')} points)")
-    return 0
+    from family_file import write_or_check   # tools/family_file.py, beside this script
+    return write_or_check(OUT, render(read_rows()), argv, "mpt_h100_family.py", "train-mpt-h100-")
 
 
 if __name__ == "__main__":

@@ -105,15 +105,8 @@ def render(rows: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render(read_rows())
-    if "--check" in argv:
-        ok = OUT.exists() and OUT.read_text(encoding="utf-8") == text
-        print(f"{OUT}: {'up to date' if ok else 'stale, run tools/vtrain_family.py'}")
-        return 0 if ok else 1
-    from flopsheet.atomic import atomic_write
-    atomic_write(OUT, text)
-    print(f"wrote {OUT} ({text.count('  train-vtrain-')} points)")
-    return 0
+    from family_file import write_or_check   # tools/family_file.py, beside this script
+    return write_or_check(OUT, render(read_rows()), argv, "vtrain_family.py", "train-vtrain-")
 
 
 if __name__ == "__main__":
