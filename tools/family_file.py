@@ -1,5 +1,5 @@
 """Write a generated validation family file, or check that the committed one is current - shared by the
-family writers in tools/ (vtrain_family.py, mpt_h100_family.py)."""
+family writers in tools/ (vtrain_family.py, mpt_family.py)."""
 from __future__ import annotations
 
 from pathlib import Path
