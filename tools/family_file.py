@@ -1,5 +1,5 @@
-"""Write a generated validation family file, or check that the committed one is current - shared by the
-family writers in tools/ (vtrain_family.py, mpt_family.py)."""
+"""What the family writers in tools/ (vtrain_family.py, mpt_family.py) share: the value lines of a dense GPT
+point, and writing a generated family file or checking that the committed one is current."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,3 +15,13 @@ def write_or_check(out: Path, text: str, argv: list[str], tool: str, point_prefi
     atomic_write(out, text)
     print(f"wrote {out} ({text.count('  ' + point_prefix)} points)")
     return 0
+
+
+def dense_gpt_lines(layers: int, hidden: int, heads: int, seq: int, sources: dict[str, str] | None = None) -> list[str]:
+    """Value lines of a dense multi-head GPT point - a 4h MLP and learned position embeddings of seq rows;
+    a value named in ``sources`` is written with its source."""
+    sources = sources or {}
+    values = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": heads, "head_dim": hidden // heads,
+              "ffn_hidden": 4 * hidden, "seq_len": seq, "position_embeddings": seq}
+    return [f'      {k}: {{value: {v}, source: "{sources[k]}"}}' if k in sources else f"      {k}: {v}"
+            for k, v in values.items()]

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))      # family_file.py, beside this script
+from family_file import dense_gpt_lines, write_or_check  # noqa: E402
 DATA = ROOT / "tools" / "data"
 FAMILIES = ROOT / "templates" / "validation"
 README = "mosaicml/llm-foundry scripts/train/benchmarking/README.md (stored commit 061f2c7c)"
@@ -119,14 +121,9 @@ def render(table: Table, rows: list[list[str]]) -> str:
             f' activation checkpointing {ac} ({where})"',
             f"    use: [validation/assumptions/{table.assumptions}]",
             "    values:",
-            f'      layers: {{value: {layers}, source: "mpt-{model}.yaml n_layers; the table\'s NumParams {nparams} checked"}}',
-            f'      hidden: {{value: {d}, source: "mpt-{model}.yaml d_model"}}',
-            f'      heads: {{value: {heads}, source: "mpt-{model}.yaml n_heads"}}',
-            f"      kv_heads: {heads}",
-            f"      head_dim: {d // heads}",
-            f"      ffn_hidden: {4 * d}",
-            f"      seq_len: {seq}",
-            f"      position_embeddings: {seq}",
+            *dense_gpt_lines(layers, d, heads, seq, {
+                "layers": f"mpt-{model}.yaml n_layers; the table's NumParams {nparams} checked",
+                "hidden": f"mpt-{model}.yaml d_model", "heads": f"mpt-{model}.yaml n_heads"}),
             f"      dp: {gpus}",
             f"      micro_batch: {mb}",
             f'      global_batch: {{value: {gbs}, source: "table GlobalBatchSize (micro batch {mb} x grad accum {ga} x {gpus} GPUs)"}}',
@@ -141,7 +138,6 @@ def render(table: Table, rows: list[list[str]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from family_file import write_or_check   # tools/family_file.py, beside this script
     status = 0
     for t in TABLES:
         text = render(t, read_rows(DATA / t.data))

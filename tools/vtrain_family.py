@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))      # family_file.py, beside this script
+from family_file import dense_gpt_lines, write_or_check  # noqa: E402
 CSV = ROOT / "tools" / "data" / "vtrain_ground_truth_multi.csv"
 OUT = ROOT / "templates" / "validation" / "vtrain-multi.yaml"
 COMMIT = "f8dda8473a48b373b1d25f51f52d685bff5150c5"
@@ -83,14 +85,7 @@ def render(rows: list[dict]) -> str:
             f' tp={tp} pp={pp} dp={dp}, micro batch {mb}, global batch {gb} (vTrain CSV line {i})"',
             "    use: [validation/assumptions/vtrain-a100]",
             "    values:",
-            f"      layers: {L}",
-            f"      hidden: {h}",
-            f"      heads: {a}",
-            f"      kv_heads: {a}",
-            f"      head_dim: {h // a}",
-            f"      ffn_hidden: {4 * h}",
-            f"      seq_len: {s}",
-            f"      position_embeddings: {s}",
+            *dense_gpt_lines(L, h, a, s),
             f"      vocab: {padded_vocab(tp)}",
             f"      tp: {tp}",
             f"      pp: {pp}",
@@ -105,7 +100,6 @@ def render(rows: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from family_file import write_or_check   # tools/family_file.py, beside this script
     return write_or_check(OUT, render(read_rows()), argv, "vtrain_family.py", "train-vtrain-")
 
 
