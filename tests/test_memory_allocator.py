@@ -52,6 +52,20 @@ def test_allocator_reserved_memory_worked_example(point):
         point().scalar("peak_stage_memory_per_gpu") - 2 * GiB, rel=1e-12)
 
 
+def test_first_stage_reserved_memory_reads_rank_0_not_the_peak_stage(point):
+    # 60 GiB allocated on the first stage, 70 GiB on the most loaded one: rank 0 reserves (60 - 2)/(1 - 0.15)
+    r = point(memory_per_gpu=60 * GiB, peak_stage_memory_per_gpu=70 * GiB, memory_reserved=2 * GiB,
+              allocator_fragmentation=0.15)
+    assert r.scalar("first_stage_allocator_reserved_memory") == pytest.approx(58 / 0.85 * GiB, rel=1e-12)
+    assert r.scalar("allocator_reserved_memory") == pytest.approx(80 * GiB, rel=1e-12)
+    # torchtitan's DeepSeek-V3 PP 2 run with MTP: rank 0 (31 layers and the embedding) still outweighs the last
+    # rank (30 layers, the output layer and the MTP module), so both readings agree there
+    mtp = point("mem-torchtitan-dsv3-671b-256gpu-gb300-pp2-vpp8-mtp1")
+    assert mtp.scalar("memory_per_gpu") > mtp.scalar("last_stage_memory_per_gpu")
+    assert mtp.scalar("first_stage_allocator_reserved_memory") == pytest.approx(
+        mtp.scalar("allocator_reserved_memory"), rel=1e-12)
+
+
 def test_torchtitan_405b_peak_against_the_measurement(point):
     r = point()
     allocated = r.scalar("memory_per_gpu") / GiB
