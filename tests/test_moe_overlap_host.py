@@ -159,3 +159,18 @@ def test_mla_attention_tensors_use_their_per_head_widths(point):
     # a GQA model keeps its own widths: Llama 3 8B, 32 x 128 queries and 8 x 128 keys and values
     l8 = point(LLAMA8)
     assert [l8.scalar(f"attention_{n}_tensor_width") for n in ("q", "k", "v", "out")] == [4096, 1024, 1024, 4096]
+
+
+def test_quantize_host_ops_follow_the_fp8_recipe(point):
+    cur = point(QWEN30)                                   # FP8 current scaling, no CUDA graphs
+    assert cur.scalar("fp8_quantize_host_ops") == 3       # amax, scale, cast
+    assert point(QWEN30, fp8_recipe="mxfp8").scalar("fp8_quantize_host_ops") == 3   # quantize + 2 scale swizzles
+    delayed = point(QWEN30, fp8_recipe="delayed")
+    assert delayed.scalar("fp8_quantize_host_ops") == 1
+    assert point(QWEN30, fp8_recipe="blockwise").scalar("fp8_quantize_host_ops") == 1
+    # Qwen3-30B-A3B, all 48 layers MoE, 16 local experts x 2 grouped-GEMM slices: each quantized input saves 2 ops
+    inputs = 4 + 16 * cur.scalar("moe_gemms_per_expert")
+    assert cur.scalar("host_ops_fwd_per_layer") - delayed.scalar("host_ops_fwd_per_layer") == pytest.approx(2 * inputs)
+    # FP8 only in the routed experts: the dense layer's four inputs are not quantized
+    routed = point(QWEN30, fp8_scope="routed_experts")
+    assert cur.scalar("host_ops_fwd_per_layer") - routed.scalar("host_ops_fwd_per_layer") == pytest.approx(4 * 3)
