@@ -98,11 +98,12 @@ def test_each_step_is_bounded_by_the_hardware_ratio_it_changes(tool, model, rows
 
 
 # Measured with `python tools/seed_study.py` (the model's ratio; NVIDIA's / Kundu et al.'s in brackets).
-MEASURED = {"H100 FP8 / A100 BF16": 2.98,                        # ("up to 9x", another model)
+#: The A100 ratios were 2.98 / 5.23 / 6.96 before A100 streamed FlashAttention's K/V once per wave (2026-11-28).
+MEASURED = {"H100 FP8 / A100 BF16": 2.89,                        # ("up to 9x", another model)
             "HGX B200 / HGX H100": 1.75,                         # (3x)
             "GB200 NVL72 / HGX H100": 2.34,                      # (4x)
-            "B200 / A100 (Kundu et al.), vs HGX B200": 5.23,     # (~35x)
-            "B200 / A100 (Kundu et al.), vs GB200 NVL72": 6.96}  # (~35x)
+            "B200 / A100 (Kundu et al.), vs HGX B200": 5.07,     # (~35x)
+            "B200 / A100 (Kundu et al.), vs GB200 NVL72": 6.75}  # (~35x)
 #: Why the model gives about half of the published ratios (stated, not fitted away):
 #: (1) calibration - the library's sustained GEMM rate is 0.75 of peak on A100 but 0.55 x 0.90 = 0.50
 #:     of the FP8 peak on Hopper (fitted on Megatron-Core H100 and NeMo 24.07 H100 FP8 points) and
