@@ -4,12 +4,16 @@ backward - and A100 streams K/V once per wave of query tiles like Hopper and Bla
 an attention-bound A100 point, and the measured llm-foundry rows it moves."""
 from __future__ import annotations
 
+import math
 import statistics
 
 import pytest
 
 from conftest import point_runner
+from flopsheet.evaluate import Model
+from flopsheet.exports.excel import export_workbook
 from flopsheet.library import load_library
+from flopsheet.scenario import load_scenario
 from flopsheet.validate import Validator, load_points, select
 
 P = "train-mpt-a100-125m-seq65536-8gpu-mb1"   # MPT-125M: 12 heads of 64, one 65,536-token sequence per GPU
@@ -83,3 +87,18 @@ def test_llm_foundry_long_sequence_rows(mpt_rows):
     assert statistics.median(abs(e) for e in errors) < 0.12
     h100 = [row.error for row in long_rows if "-h100-" in row.point.id]
     assert abs(statistics.median(h100)) < 0.08
+
+
+def test_triton_branch_recalculates_in_libreoffice(lo, tmp_path):
+    """The exported workbook computes the kernel choice with live formulas: LibreOffice recalculates the Triton
+    branch to Python's numbers (GPT-3 175B of SC21 with FlashAttention and flash_kernel triton)."""
+    lib = load_library()
+    sc = load_scenario("gpt3-175b-sc21", ["attention_impl=flash", "flash_kernel=triton"])
+    info = export_workbook(tmp_path / "triton.xlsx", lib, sc, model=Model(lib), sensitivity=False)
+    cells = lo.recalculate(info.path)
+    py = info.result.values
+    assert float(py["flash_kernel_fwd_slowdown"]) == 1.4
+    for name in ("flash_kernel_fwd_slowdown", "attention_bwd_factor", "attention_core_time_fwd", "layer_time_bwd",
+                 "step_time"):
+        assert cells[name].value is not None, name
+        assert math.isclose(cells[name].value, float(py[name]), rel_tol=1e-9), (name, cells[name].value, py[name])
