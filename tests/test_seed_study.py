@@ -98,7 +98,7 @@ def test_each_step_is_bounded_by_the_hardware_ratio_it_changes(tool, model, rows
 
 
 # Measured with `python tools/seed_study.py` (the model's ratio; NVIDIA's / Kundu et al.'s in brackets).
-#: The A100 ratios were 2.98 / 5.23 / 6.96 before A100 streamed FlashAttention's K/V once per wave (2026-11-28).
+#: The A100 ratios were 2.98 / 5.23 / 6.96 before A100 streamed FlashAttention's K/V once per wave (2026-11-27).
 MEASURED = {"H100 FP8 / A100 BF16": 2.89,                        # ("up to 9x", another model)
             "HGX B200 / HGX H100": 1.75,                         # (3x)
             "GB200 NVL72 / HGX H100": 2.34,                      # (4x)
