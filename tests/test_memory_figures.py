@@ -81,10 +81,18 @@ def test_stage_inflight_microbatches_by_schedule(verl):
             r.scalar("last_stage_inflight_microbatches")) == (7, 5, 1)
     r = verl(pp=4, pipeline_schedule="dualpipe", last_stage_layers=16, first_stage_layers=15)
     assert r.scalar("second_stage_inflight_microbatches") == r.scalar("last_stage_inflight_microbatches") == 5
-    # DualPipe keeps two copies of every stage's parameters (DeepSeek-V3 report, Table 2)
+    # DualPipe keeps two copies of the model (DeepSeek-V3 report, Table 2), device i holding stage i of one and
+    # stage pp-1-i of the other (Sec. 3.2.1, Fig. 5): a middle device holds two middle stages, the end device the
+    # first and the last stage once each (15 + 16 layers here, 12 + 16 of them MoE)
     one = verl(pp=4, last_stage_layers=16, first_stage_layers=15)
-    assert r.scalar("last_stage_expert_params_per_gpu") == \
-        pytest.approx(2 * one.scalar("last_stage_expert_params_per_gpu"), rel=1e-12)
+    assert r.scalar("second_stage_expert_params_per_gpu") == \
+        pytest.approx(2 * one.scalar("second_stage_expert_params_per_gpu"), rel=1e-12)
+    ends = one.scalar("last_stage_expert_params_per_gpu") + one.scalar("expert_params_per_gpu")
+    assert r.scalar("last_stage_expert_params_per_gpu") == pytest.approx(ends, rel=1e-12)
+    assert r.scalar("expert_params_per_gpu") == pytest.approx(ends, rel=1e-12)
+    assert r.scalar("params_per_gpu") == pytest.approx(
+        one.scalar("params_per_gpu") + one.scalar("last_stage_dense_params_per_gpu")
+        + one.scalar("last_stage_expert_params_per_gpu"), rel=1e-12)
 
 
 def test_without_pipeline_the_peak_is_the_first_stage(verl):

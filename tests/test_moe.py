@@ -237,7 +237,11 @@ def test_dualpipe_pairs_the_mirrored_stages(point):
 def test_zero_bubble_orders_the_bubbles(point):
     b = {s: point(pipeline_schedule=s).scalar("step_bubble_time") for s in ("zb_h1", "zb_h2", "dualpipe")}
     assert b["zb_h2"] < b["zb_h1"]
-    assert point(pipeline_schedule="dualpipe").scalar("params_per_gpu") == pytest.approx(2 * point().scalar("params_per_gpu"))
+    # DualPipe's end device holds the first stage and the mirrored copy's last stage (DeepSeek-V3 report, Fig. 5)
+    one = point()
+    ends = one.scalar("params_per_gpu") + one.scalar("last_stage_dense_params_per_gpu") \
+        + one.scalar("last_stage_expert_params_per_gpu")
+    assert point(pipeline_schedule="dualpipe").scalar("params_per_gpu") == pytest.approx(ends)
 
 
 # --- fine-tuning with frozen base weights (LoRA) ---------------------------------------------------
