@@ -96,3 +96,23 @@ def test_causal_skipping_at_128k(model):
     assert causal.scalar("attention_score_macs_per_token") == pytest.approx(full.scalar("attention_score_macs_per_token") / 2, rel=1e-12)
     # load-balanced chunks: every ring step is 1/cp of the GPU's causal work
     assert r.scalar("cp_attention_block_time_fwd") == pytest.approx(r.scalar("attention_core_time_fwd") / cp, rel=1e-12)
+
+
+def test_repeated_kv_heads_are_what_the_exchange_and_the_kernel_see(point):
+    """torchtitan repeats each of Llama 3 8B's 8 KV heads for its 4 query heads before SDPA, so the
+    context-parallel all-gather (and FlashAttention's K/V traffic) carries 32 heads, not 8."""
+    gqa = point(cp_mode="allgather", cp_comm_overlap=0)
+    rep = point(cp_mode="allgather", cp_comm_overlap=0, attention_kv_repeat="yes")
+    # K and V of the local 4096 tokens: 2 x 2 bytes x 4096 x (32 x 128) against 8 x 128 without the repeat
+    assert gqa.scalar("cp_kv_bytes") == 2 * 2 * 4096 * 1024 == 16_777_216
+    assert rep.scalar("cp_kv_bytes") == 2 * 2 * 4096 * 4096 == 67_108_864
+    assert rep.scalar("attention_k_tensor_width") == rep.scalar("attention_v_tensor_width") == 4096
+    # the gathered buffer of the cp = 2 group is four times larger; the gather takes 3-4x as long (fixed
+    # latency per step), and the exposed exchange of the step grows with it
+    assert rep.scalar("cp_allgather_msg_bytes") == 2 * 67_108_864
+    ratio = rep.scalar("cp_allgather_net_time") / gqa.scalar("cp_allgather_net_time")
+    assert 3 < ratio < 4
+    assert rep.scalar("step_cp_comm_time") == pytest.approx(ratio * gqa.scalar("step_cp_comm_time"), rel=1e-9)
+    # queries and FLOPs do not change; the kernel streams 4x the K/V bytes
+    assert rep.scalar("attention_core_flops_fwd") == gqa.scalar("attention_core_flops_fwd")
+    assert rep.scalar("attention_core_bytes_fwd") > gqa.scalar("attention_core_bytes_fwd")
