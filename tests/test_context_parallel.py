@@ -116,3 +116,11 @@ def test_repeated_kv_heads_are_what_the_exchange_and_the_kernel_see(point):
     # queries and FLOPs do not change; the kernel streams 4x the K/V bytes
     assert rep.scalar("attention_core_flops_fwd") == gqa.scalar("attention_core_flops_fwd")
     assert rep.scalar("attention_core_bytes_fwd") > gqa.scalar("attention_core_bytes_fwd")
+    # the repeat itself: read 8 and write 32 heads of K and of V, 2 x 4096 x 2 x (1024 + 4096) = 83,886,080 bytes,
+    # once forward and once backward (the sum back over the copies)
+    assert gqa.scalar("kv_repeat_time_fwd") == 0
+    assert rep.scalar("kv_repeat_time_fwd") == pytest.approx(83_886_080 / rep.scalar("memory_rate"), rel=1e-12)
+    for phase in ("layer_time_fwd", "layer_time_bwd"):
+        assert rep.scalar(phase) - gqa.scalar(phase) == pytest.approx(
+            rep.scalar("kv_repeat_time_fwd") + (rep.scalar("attention_core_time_fwd") - gqa.scalar("attention_core_time_fwd"))
+            * (1 if phase == "layer_time_fwd" else rep.scalar("attention_bwd_factor")), rel=1e-9)
