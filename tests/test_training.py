@@ -175,3 +175,30 @@ def test_korthikanti_table5_within_tolerance(model):
         full = KORTHIKANTI_S[(size, "full-recompute")] * speedup[0]
         sel = KORTHIKANTI_S[(size, "selective-sp")] * speedup[1]
         assert 1.2 < full / sel < 1.5
+
+
+def test_deepspeed_bf16_optimizer_all_reduces_the_whole_gradient_buffer():
+    """BLOOM 176B (TP 4 x PP 12 x DP 8): DeepSpeed's pipeline engine with BF16_Optimizer all-reduces the whole fp32
+    gradient buffer and all-gathers the updated bf16 shards; Megatron's distributed optimizer reduce-scatters instead."""
+    from conftest import point_runner
+    bloom = point_runner("train-bloom-176b-384gpu-gbs16-mbs2")
+    ar = bloom()
+    rs = bloom(zero_grad_reduction="reduce_scatter")
+    assert ar.scalar("zero_grad_reduction") == 1 and rs.scalar("zero_grad_reduction") == 0
+    # the fp32 gradients of one GPU's 1/48 of the model: 4 bytes x its trainable dense parameters
+    grads = ar.scalar("dp_allreduce_msg_bytes")
+    assert grads == 4 * ar.scalar("trainable_dense_params_per_gpu") == rs.scalar("dp_reducescatter_msg_bytes")
+    # the first stage (embedding counted in the split: 72 units over 12 stages): 5 layers of 12 h^2 and the
+    # 250,880 x 14,336 embedding, each over tp 4 - biases and norms add 0.02 %
+    assert grads == pytest.approx(4 * (5 * 12 * 14336**2 + 250880 * 14336) / 4, rel=1e-3)
+    # all-reduce instead of reduce-scatter; the weight all-gather is the same in both
+    assert ar.scalar("dp_comm_time") - rs.scalar("dp_comm_time") == pytest.approx(
+        ar.scalar("dp_allreduce_net_time") - rs.scalar("dp_reducescatter_net_time"), rel=1e-12)
+    # over 8 ranks the all-reduce moves 2 x 7/8 of the buffer and the reduce-scatter 7/8: about 2x the time
+    assert 1.8 < ar.scalar("dp_allreduce_net_time") / rs.scalar("dp_reducescatter_net_time") < 2.05
+    # ZeRO-2 shards the gradients, so it reduce-scatters whatever the setting says
+    z2 = bloom(zero_stage=2)
+    assert z2.scalar("dp_comm_time") == pytest.approx(bloom(zero_stage=2, zero_grad_reduction="reduce_scatter").scalar("dp_comm_time"), rel=1e-12)
+    # hybrid sharding needs reduce-scattered gradients
+    assert not bloom(dp_replicas=2).scalar("replicas_divisible")
+    assert bloom(dp_replicas=2, zero_grad_reduction="reduce_scatter").scalar("replicas_divisible")
