@@ -202,3 +202,14 @@ def test_deepspeed_bf16_optimizer_all_reduces_the_whole_gradient_buffer():
     # hybrid sharding needs reduce-scattered gradients
     assert not bloom(dp_replicas=2).scalar("replicas_divisible")
     assert bloom(dp_replicas=2, zero_grad_reduction="reduce_scatter").scalar("replicas_divisible")
+
+
+def test_deepspeed_pipeline_sends_the_whole_activation_from_every_tp_rank():
+    """BLOOM 176B, micro batch 2 x 2048 tokens, h 14336, TP 4: DeepSpeed's pipeline engine sends the whole bf16
+    activation (and its gradient) from each of the 4 ranks; Megatron's scatter/gather sends a quarter each."""
+    from conftest import point_runner
+    bloom = point_runner("train-bloom-176b-384gpu-gbs16-mbs2")
+    whole, sliced = bloom(), bloom(pp_scatter_gather="yes")
+    assert whole.scalar("pp_p2p_bytes") == 2 * 2 * 2048 * 14336 == 117_440_512
+    assert sliced.scalar("pp_p2p_bytes") == 117_440_512 / 4
+    assert whole.scalar("pp_p2p_net_time") > 3 * sliced.scalar("pp_p2p_net_time")
