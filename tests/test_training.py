@@ -202,6 +202,7 @@ def test_deepspeed_bf16_optimizer_all_reduces_the_whole_gradient_buffer():
     # hybrid sharding needs reduce-scattered gradients
     assert not bloom(dp_replicas=2).scalar("replicas_divisible")
     assert bloom(dp_replicas=2, zero_grad_reduction="reduce_scatter").scalar("replicas_divisible")
+    assert bloom(dp_replicas=2, zero_stage=3).scalar("replicas_divisible")     # ZeRO-3 ignores the setting
 
 
 def test_deepspeed_pipeline_sends_the_whole_activation_from_every_tp_rank():
