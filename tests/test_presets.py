@@ -223,6 +223,18 @@ def test_mixtral_8x7b(ev):
     assert active == total - 32 * 6 * 3 * 4096 * 14336
 
 
+def test_nemotron4_340b(ev):
+    # Hand count from Nemotron4Config340B (NeMo nemotron.py): per layer Q and O 18432^2 each, K and V
+    # 18432 x 8 groups x 192, squared-ReLU MLP 2 x 18432 x 73728, two LayerNorms with gain and bias;
+    # untied 256,000-token embedding and output layer; final LayerNorm. The report's "340B" is 0.3 % low.
+    h, layers = 18432, 96
+    per_layer = 2 * h * h + 2 * h * 8 * 192 + 2 * h * 73728 + 2 * 2 * h
+    total, active = params(ev, "nemotron4-340b")
+    assert total == layers * per_layer + 2 * 256000 * h + 2 * h == 341_029_195_776
+    assert active == total
+    assert total / (340 * B) - 1 == pytest.approx(0.003, abs=5e-4)
+
+
 def test_qwen3_30b_a3b(ev):
     # Qwen/Qwen3-30B-A3B model card: "Number of Parameters: 30.5B in total and 3.3B activated",
     # "Number of Paramaters (Non-Embedding): 29.9B"; checkpoint 30,532,122,624, of which the
