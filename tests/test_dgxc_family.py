@@ -1,0 +1,56 @@
+"""NVIDIA's DGX Cloud Benchmarking H100 step times (validation/dgxc-benchmarking-h100, held out): the family file is
+what tools/dgxc_family.py writes from the committed tables, each step time agrees with its table's own throughput
+row, and a cell that does not is refused."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "dgxc_family.py"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location("dgxc_family", TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod            # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_family_file_is_what_the_script_writes(tool):
+    tables = tool.read_tables(tool.DATA)
+    assert len(tables) == 8                                   # 4 recipes x BF16 / FP8
+    text = tool.render(tables)
+    assert tool.OUT.read_text(encoding="utf-8") == text
+    assert text.count("  train-dgxc-h100-") == 44
+
+
+def test_layout_from_the_headings(tool):
+    assert tool.layout("NeMo Megatron FP8 (TP=4,PP=8, MBS=1, VP=12, SEQ=2048)") == \
+        {"tp": 4, "pp": 8, "cp": 1, "vp": 12, "mbs": 1}
+    assert tool.layout("Llama 3.1 70b 24.09 BF16 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64)") == \
+        {"tp": 4, "pp": 4, "cp": 2, "vp": 5, "mbs": 1}
+
+
+def test_the_405b_proxy_columns_take_their_own_layout(tool):
+    text = tool.render(tool.read_tables(tool.DATA))
+    point = text.split("  train-dgxc-h100-llama3.1-405b-96gpu-bf16:")[1].split("\n  train-")[0]
+    # 96 GPUs = TP 8 x PP 3 x CP 2 x DP 2; GBS 126 over DP 2 = 63 microbatches; '8.7  5' read as 8.75
+    # (8192 x 126 / 8.75 = 117,965 token/s, the table's throughput)
+    for line in ("layers: {value: 21,", "pp: 3", "vpp: 7", "dp: {value: 2,", "global_batch: {value: 126,",
+                 "gradient accumulation 63", "value: 8.75, unit"):
+        assert line in point, line
+    assert 8192 * 126 / 8.75 == pytest.approx(117965, rel=1e-4)
+
+
+def test_a_step_time_its_throughput_row_contradicts_is_refused(tool, tmp_path):
+    bad = tmp_path / "tables.md"
+    bad.write_text(tool.DATA.read_text(encoding="utf-8").replace("| 3.16 | 3.21 |", "| 3.61 | 3.21 |"),
+                   encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"tables\.md:39: 128 GPUs: 3\.61 s per step gives 36308 token/s, the table 41478"):
+        tool.render(tool.read_tables(bad))

@@ -1,0 +1,179 @@
+"""Write the DGX Cloud Benchmarking validation family from NVIDIA's H100 step-time tables.
+
+Input: tools/data/dgxc_h100_step_times.md - the 'Expected Performance' tables of four NeMo pre-training recipes of
+NVIDIA/dgxc-benchmarking (Llama 3.1 70B and 405B, Nemotron-4 340B, GPT-3 175B; BF16 and FP8; 32 to 2,304 H100),
+each table's heading and its layout, step-time and throughput rows copied verbatim.
+
+Each table cell becomes one point against its measured seconds per step. The layout comes from the heading
+(TP/PP/CP/VP/MBS) unless a per-column row (Layers, GBS, PP, VP) or the column header's GBS gives it; the writer
+checks every step time against the table's own throughput row (sequence x global batch / step) and refuses a cell
+that disagrees by more than 1 %. What the tables leave open is in
+templates/validation/assumptions/dgxc-nemo-24.09-h100.yaml.
+
+    python tools/dgxc_family.py            # rewrite the family file
+    python tools/dgxc_family.py --check    # exit 1 if the committed file is stale
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))      # family_file.py, beside this script
+from family_file import write_or_check  # noqa: E402
+DATA = ROOT / "tools" / "data" / "dgxc_h100_step_times.md"
+OUT = ROOT / "templates" / "validation" / "dgxc-benchmarking-h100.yaml"
+FAMILY = "dgxc-benchmarking-h100"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str                     # model as the point descriptions name it
+    stem: str                     # point ids: train-dgxc-h100-<stem>-<gpus>gpu-<dtype>
+    preset: str                   # templates/models/<preset>
+    seq: int                      # sequence length the recipe trains at
+    values: tuple[str, ...] = ()  # extra value lines every point of the recipe sets
+
+
+#: README file -> what the tables do not say themselves
+RECIPES = {
+    "llama3.1/README_70b.md": Recipe("Llama 3.1 70B", "llama3.1-70b", "llama3-70b", 8192),
+    "llama3.1/README_405b.md": Recipe("Llama 3.1 405B", "llama3.1-405b", "llama3-405b", 8192, (
+        '      vocab: {value: 51200, source: "README_405b.md Prepare Dataset: the 405B recipe uses the GPT2BPETokenizer'
+        ' as a proxy (50,257 tokens), padded by NeMo to a multiple of 128 x TP 8 (make_vocab_size_divisible_by 128)"}',)),
+    "nemotron/README_340b.md": Recipe("Nemotron-4 340B", "nemotron4-340b", "nemotron4-340b", 4096),
+    "nemo_megatron/README_175b.md": Recipe("GPT-3 175B", "gpt3-175b", "gpt3-175b", 2048),
+}
+
+DOC = """\
+  DGX Cloud Benchmarking (NVIDIA/dgxc-benchmarking) NeMo pre-training on H100: the measured step times of the
+  Llama 3.1 70B, Llama 3.1 405B, Nemotron-4 340B and GPT-3 175B recipes, BF16 and FP8, each weak-scaled over 32 to 2,304 GPUs
+  at a fixed layout (the 405B recipe below 576 GPUs runs proxy models of 7, 21 and 42 layers). Each table cell is one
+  point; the metric is seconds per training step. Held out: nothing was fitted to these rows. The recipes' settings
+  beyond the layout are taken as for the NeMo 24.07 DGX-H100 points (validation/assumptions/dgxc-nemo-24.09-h100).
+  What the rows show (flopsheet validate --family dgxc-benchmarking-h100, 2026-11-27): median 4.7 %, worst -13.8 %.
+  The measured step grows with the data-parallel degree at a fixed per-GPU load - Nemotron-4 340B FP8 3.16 -> 3.49 s
+  and BF16 4.61 -> 4.84 s from 128 to 2,048 GPUs, Llama 3.1 405B FP8 11.31 -> 12.35 s from 1,152 to 2,304 - where the
+  model, hiding all data-parallel traffic behind compute, stays flat. With dp_overlap_bound yes (the overlapped traffic
+  exposed beyond one microbatch's stage compute) the Nemotron rows read -3.9..+2.4 % (the exposed 0.10 -> 0.34 s
+  matches their growth) but the 405B jump at 2,304 GPUs stays unexplained and the bound is off by default for the
+  Megatron-Core weak-scaling and MaxText rows it breaks (formulas/training/step.yaml). BF16 rows read slow where
+  their FP8 twins read fast: the measured FP8 speed-up is below the model's on Llama 3.1 70B (1.34x against 1.46x at
+  64 GPUs) and GPT-3 175B (1.48x against 1.61x at 128), the Hopper gemm_efficiency (0.55, fitted on BF16
+  Megatron-Core rows) and fp8_gemm_efficiency_factor (0.90, fitted on NeMo 24.07 FP8 rows) being fitted apart; fitted
+  jointly on these rows, megatron-core-h100 and nemo-24.07 (60 H100 points) they come out 0.570 and 0.844, fit-set
+  median 4.5 -> 4.2 % - not applied, as the gain is small and these rows would no longer be held out."""
+
+
+@dataclass(frozen=True)
+class Table:
+    file: str                     # data file name, for messages and sources
+    readme: str                   # recipe README path in the repository
+    commit: str                   # stored commit (short)
+    heading: str                  # the table's first header cell
+    line: int                     # line of the heading in the data file
+    columns: list[str]            # the other header cells, one per GPU count
+    rows: dict[str, list[str]]    # row label -> cells
+
+
+def read_tables(path: Path) -> list[Table]:
+    tables, readme, commit, current = [], "", "", None
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.startswith("## "):
+            readme, _, commit = (part.strip() for part in line[3:].partition("@"))
+            current = None
+        elif line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if current is None:
+                current = Table(path.name, readme, commit[:8], cells[0], n, cells[1:], {})
+                tables.append(current)
+            elif len(cells) - 1 != len(current.columns):
+                raise SystemExit(f"{path}:{n}: {len(cells) - 1} cells under {len(current.columns)} columns")
+            else:
+                current.rows[cells[0]] = cells[1:]
+        elif not line.strip():
+            current = None
+    return tables
+
+
+def layout(heading: str) -> dict[str, int]:
+    """TP/PP/CP/VP/MBS of a table heading such as '... BF16 (TP=4,PP=8, MBS=1, VP=12, SEQ=2048)'."""
+    found = {k.lower(): int(v) for k, v in re.findall(r"\b(TP|PP|CP|VP|MBS)=(\d+)", heading)}
+    return {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "mbs": 1, **found}
+
+
+def render(tables: list[Table]) -> str:
+    out = [
+        f"# Generated by tools/dgxc_family.py from tools/data/{DATA.name}; do not edit by hand.",
+        "doc: >-", DOC,
+        'source: "NVIDIA/dgxc-benchmarking llama3.1/README_70b.md, llama3.1/README_405b.md and nemotron/README_340b.md'
+        " (stored commit 143b90dd) and nemo_megatron/README_175b.md (stored commit 0b71cfda), section 'Expected"
+        " Performance'\"",
+        "category: training",
+        "tolerance: 0.3",
+        "points:",
+    ]
+    for t in tables:
+        recipe = RECIPES[t.readme]
+        where = f"{t.file}:{t.line}"
+        dtype = "fp8" if " FP8 " in f" {t.heading} " else "bf16" if " BF16 " in f" {t.heading} " else None
+        if dtype is None:
+            raise SystemExit(f"{where}: heading names neither BF16 nor FP8: {t.heading}")
+        base = layout(t.heading)
+        for i, col in enumerate(t.columns):
+            gpus = int(re.search(r"(\d+)x H100", col).group(1))
+            per = {k: t.rows[label][i] for k, label in (("layers", "Layers"), ("gbs", "GBS"), ("pp", "PP"), ("vp", "VP"))
+                   if label in t.rows}
+            gbs = int(per.get("gbs") or re.search(r"GBS=(\d+)", col).group(1))
+            pp = int(per.get("pp", base["pp"]))
+            vp = base["vp"] if "vp" not in per else 1 if per["vp"] == "n/a" else int(per["vp"])
+            tp, cp = base["tp"], base["cp"]
+            dp = gpus // (tp * pp * cp)
+            if dp * tp * pp * cp != gpus or gbs % (dp * base["mbs"]):
+                raise SystemExit(f"{where}: {gpus} GPUs do not divide into TP {tp} x PP {pp} x CP {cp} x DP and GBS {gbs}")
+            # '8.7  5' in the 405B BF16 table: the stray spaces go; the throughput check below confirms 8.75
+            step = float(t.rows["Training step time (seconds per step)"][i].replace(" ", ""))
+            tokens = float(t.rows["Throughput in tokens per second"][i])
+            if abs(recipe.seq * gbs / step / tokens - 1) > 0.01:
+                raise SystemExit(f"{where}: {gpus} GPUs: {step} s per step gives {recipe.seq * gbs / step:.0f} token/s,"
+                                 f" the table {tokens:.0f}")
+            proxy = "layers" in per and gpus < 576
+            proxy_text = f" proxy ({per['layers']} layers)" if proxy else ""
+            vp_text = vp if vp > 1 else "n/a"
+            out += [
+                f"  train-dgxc-h100-{recipe.stem}-{gpus}gpu-{dtype}:",
+                f'    description: "DGX Cloud Benchmarking: {recipe.name}{proxy_text},'
+                f' {gpus} H100, {dtype.upper()}, TP {tp} PP {pp} CP {cp} VP {vp_text}, MBS {base["mbs"]}, GBS {gbs},'
+                f' sequence {recipe.seq}: {step:g} s per step"',
+                f"    source: \"NVIDIA/dgxc-benchmarking {t.readme} (stored commit {t.commit}), table '{t.heading}',"
+                f' column {gpus}x H100 ({where})"',
+                f"    use: [models/{recipe.preset}, validation/assumptions/dgxc-nemo-24.09-h100]",
+                "    values:",
+                *recipe.values,
+                *([f'      layers: {{value: {per["layers"]}, source: "table row Layers: proxy config for {gpus} GPUs"}}']
+                  if proxy else []),
+                f'      compute_dtype: {{value: {dtype}, source: "table heading: {dtype.upper()}"}}',
+                f"      tp: {tp}",
+                f"      pp: {pp}",
+                f"      cp: {cp}",
+                f'      dp: {{value: {dp}, source: "GPUs / (TP x PP x CP) = {gpus} / ({tp} x {pp} x {cp})"}}',
+                f"      vpp: {vp}",
+                f"      micro_batch: {base['mbs']}",
+                f'      global_batch: {{value: {gbs}, source: "table: GBS {gbs} at {gpus} GPUs (gradient accumulation'
+                f' {gbs // (dp * base["mbs"])})"}}',
+                f"      seq_len: {recipe.seq}",
+                f"    gpus: {gpus}",
+                "    expect:",
+                f'      - {{metric: "iteration_time", node: "step_time", value: {step:g}, unit: "s"}}',
+            ]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    return write_or_check(OUT, render(read_tables(DATA)), argv, "dgxc_family.py", "train-dgxc-h100-")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
