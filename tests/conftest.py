@@ -1,8 +1,11 @@
 """Shared fixtures: small formula libraries written to a temporary folder."""
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +141,13 @@ def point_runner(default_pid: str):
     def run(pid=default_pid, **sets):
         return v.model.evaluate(resolve(v.scenario(pts[pid], sets), v.model))
     return run
+
+
+def load_tool(name: str):
+    """The script tools/<name>.py loaded as module ``name`` (the tools are scripts, not a package; registered in
+    sys.modules because dataclasses look their module up there)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "tools" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

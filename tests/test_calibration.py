@@ -1,16 +1,13 @@
 """Size-dependent GEMM efficiency (tile and wave quantization) and the calibration tool."""
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
 from flopsheet.evaluate import Model
 from flopsheet.library import load_library
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_tool
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +61,7 @@ def test_calibration_tool_reproduces_the_hopper_fit():
     """With tiles on, gemm_efficiency 0.572 fits megatron-core-h100 (0.552 without, the shipped 0.55; both with the Hopper
     preset's flash_kv_reuse wave and attention_efficiency 0.35)."""
     pytest.importorskip("scipy")
-    spec = importlib.util.spec_from_file_location("calibrate", ROOT / "tools" / "calibrate.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("calibrate")
     from flopsheet.validate import Validator, load_points
     v = Validator(load_library())
     pts = [p for p in load_points() if p.family == "megatron-core-h100"]

@@ -6,9 +6,7 @@ least-squares optimum on the fit set (not a value picked per point), and the hel
 """
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +14,8 @@ import pytest
 from flopsheet.evaluate import Model
 from flopsheet.library import load_library
 from flopsheet.validate import Validator, load_points
+from conftest import load_tool
 
-ROOT = Path(__file__).resolve().parents[1]
 FAMILY = "maxtext-v5p"
 
 
@@ -33,10 +31,7 @@ def points():
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("calibrate", ROOT / "tools" / "calibrate.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("calibrate")
 
 
 def _split(points):

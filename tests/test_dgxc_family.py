@@ -3,23 +3,14 @@ what tools/dgxc_family.py writes from the committed tables, each step time agree
 row, and a cell that does not is refused."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / "tools" / "dgxc_family.py"
+from conftest import load_tool
 
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("dgxc_family", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod            # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("dgxc_family")
 
 
 def test_family_file_is_what_the_script_writes(tool):

@@ -3,24 +3,19 @@ family files are what tools/mpt_family.py writes from the committed table rows, 
 reproduce the table's own parameter count, and a row the dimensions do not match is refused."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import load_tool
+
 ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / "tools" / "mpt_family.py"
 FAMILIES = ROOT / "templates" / "validation"
 
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("mpt_family", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod            # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("mpt_family")
 
 
 @pytest.mark.parametrize("index, rows, points", [(0, 52, 52), (1, 61, 56)])

@@ -9,25 +9,16 @@ with one software release, which it reproduces within 8 % except on Llama 3 8B (
 FlashAttention-2 attention efficiency against the cuDNN attention of that release)."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import run_scenario
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_tool, run_scenario
 
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("seed_study", ROOT / "tools" / "seed_study.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("seed_study")
 
 
 @pytest.fixture(scope="module")

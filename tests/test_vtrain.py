@@ -2,24 +2,20 @@
 each row's own numbers, and the measured accuracy held to bounds."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from flopsheet.library import load_library
 from flopsheet.validate import Validator, load_family
+from conftest import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / "tools" / "vtrain_family.py"
 FAMILY = ROOT / "templates" / "validation" / "vtrain-multi.yaml"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("vtrain_family", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("vtrain_family")
 
 
 def test_family_file_is_what_the_script_writes_from_the_csv():
