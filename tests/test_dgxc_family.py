@@ -15,10 +15,10 @@ def tool():
 
 def test_family_file_is_what_the_script_writes(tool):
     tables = tool.read_tables(tool.DATA)
-    assert len(tables) == 8                                   # 4 recipes x BF16 / FP8
+    assert len(tables) == 12                                  # 6 recipes x BF16 / FP8
     text = tool.render(tables)
     assert tool.OUT.read_text(encoding="utf-8") == text
-    assert text.count("  train-dgxc-h100-") == 44
+    assert text.count("  train-dgxc-h100-") == 70
 
 
 def test_layout_from_the_headings(tool):
@@ -45,3 +45,22 @@ def test_a_step_time_its_throughput_row_contradicts_is_refused(tool, tmp_path):
                    encoding="utf-8")
     with pytest.raises(SystemExit, match=r"tables\.md:39: 128 GPUs: 3\.61 s per step gives 36308 token/s, the table 41478"):
         tool.render(tool.read_tables(bad))
+
+
+def test_each_recipe_takes_the_attention_backend_its_configure_script_picks(tool):
+    text = tool.render(tool.read_tables(tool.DATA))
+
+    def point(pid):
+        return text.split(f"  {pid}:")[1].split("\n  train-")[0]
+
+    # llama3.1/configure.sh: NVTE_FLASH_ATTN=0, NVTE_FUSED_ATTN=1; nemotron/configure.sh: fused for 15b only;
+    # nemo_megatron/configure.sh: NVTE_FUSED_ATTN=0
+    for pid, rate in (("train-dgxc-h100-llama3.1-8b-8gpu-bf16", 0.6), ("train-dgxc-h100-llama3.1-405b-32gpu-fp8", 0.6),
+                      ("train-dgxc-h100-nemotron4-15b-16gpu-fp8", 0.6),
+                      ("train-dgxc-h100-nemotron4-340b-128gpu-bf16", 0.35), ("train-dgxc-h100-gpt3-175b-128gpu-fp8", 0.35)):
+        assert f"attention_efficiency: {{value: {rate}," in point(pid), pid
+    # Nemotron-4 15B at 16 GPUs: TP 4 x DP 4, micro batch 4, GBS 64 = 4 accumulation steps (the heading's GA=4)
+    p = point("train-dgxc-h100-nemotron4-15b-16gpu-bf16")
+    for line in ("tp: 4", "dp: {value: 4,", "micro_batch: 4", "global_batch: {value: 64,", "gradient accumulation 4)",
+                 "value: 2.812, unit", "models/nemotron4-15b"):
+        assert line in p, line

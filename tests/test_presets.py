@@ -235,6 +235,20 @@ def test_nemotron4_340b(ev):
     assert total / (340 * B) - 1 == pytest.approx(0.003, abs=5e-4)
 
 
+def test_nemotron4_15b(ev):
+    # Hand count from Nemotron4Config15B (NeMo nemotron.py): per layer Q and O 6144^2 each, K and V
+    # 6144 x 8 groups x 128, squared-ReLU MLP 2 x 6144 x 24576, two LayerNorms with gain and bias;
+    # untied 256,000-token embedding and output layer; final LayerNorm. The report (Parmar et al. 2024,
+    # Sec. 2) gives 12.5B non-embedding parameters (12.48B here) and 3.2B embedding ones (3.15B here).
+    h, layers = 6144, 32
+    per_layer = 2 * h * h + 2 * h * 8 * 128 + 2 * h * 24576 + 2 * 2 * h
+    total, active = params(ev, "nemotron4-15b")
+    assert total == layers * per_layer + 2 * 256000 * h + 2 * h == 15_628_775_424
+    assert active == total
+    assert round((total - 2 * 256000 * h) / B, 1) == 12.5
+    assert round(2 * 256000 * h / B, 2) == 3.15
+
+
 def test_qwen3_30b_a3b(ev):
     # Qwen/Qwen3-30B-A3B model card: "Number of Parameters: 30.5B in total and 3.3B activated",
     # "Number of Paramaters (Non-Embedding): 29.9B"; checkpoint 30,532,122,624, of which the
