@@ -223,30 +223,30 @@ def test_mixtral_8x7b(ev):
     assert active == total - 32 * 6 * 3 * 4096 * 14336
 
 
+def nemotron4_hand_count(h, layers, head_dim, ffn, kv_groups=8, vocab=256000):
+    """Parameters of a Nemotron-4 (NeMo NemotronConfig): per layer Q and O h^2 each, K and V h x 8 groups x head_dim,
+    a squared-ReLU MLP 2 x h x ffn and two LayerNorms with gain and bias; an untied embedding and output layer and a
+    final LayerNorm."""
+    per_layer = 2 * h * h + 2 * h * kv_groups * head_dim + 2 * h * ffn + 2 * 2 * h
+    return layers * per_layer + 2 * vocab * h + 2 * h
+
+
 def test_nemotron4_340b(ev):
-    # Hand count from Nemotron4Config340B (NeMo nemotron.py): per layer Q and O 18432^2 each, K and V
-    # 18432 x 8 groups x 192, squared-ReLU MLP 2 x 18432 x 73728, two LayerNorms with gain and bias;
-    # untied 256,000-token embedding and output layer; final LayerNorm. The report's "340B" is 0.3 % low.
-    h, layers = 18432, 96
-    per_layer = 2 * h * h + 2 * h * 8 * 192 + 2 * h * 73728 + 2 * 2 * h
+    # Nemotron4Config340B (NeMo nemotron.py). The report's "340B" is 0.3 % low.
     total, active = params(ev, "nemotron4-340b")
-    assert total == layers * per_layer + 2 * 256000 * h + 2 * h == 341_029_195_776
+    assert total == nemotron4_hand_count(18432, 96, 192, 73728) == 341_029_195_776
     assert active == total
     assert total / (340 * B) - 1 == pytest.approx(0.003, abs=5e-4)
 
 
 def test_nemotron4_15b(ev):
-    # Hand count from Nemotron4Config15B (NeMo nemotron.py): per layer Q and O 6144^2 each, K and V
-    # 6144 x 8 groups x 128, squared-ReLU MLP 2 x 6144 x 24576, two LayerNorms with gain and bias;
-    # untied 256,000-token embedding and output layer; final LayerNorm. The report (Parmar et al. 2024,
-    # Sec. 2) gives 12.5B non-embedding parameters (12.48B here) and 3.2B embedding ones (3.15B here).
-    h, layers = 6144, 32
-    per_layer = 2 * h * h + 2 * h * 8 * 128 + 2 * h * 24576 + 2 * 2 * h
+    # Nemotron4Config15B (NeMo nemotron.py). The report (Parmar et al. 2024, Sec. 2) gives 12.5B non-embedding
+    # parameters (12.48B here) and 3.2B embedding ones (3.15B here).
     total, active = params(ev, "nemotron4-15b")
-    assert total == layers * per_layer + 2 * 256000 * h + 2 * h == 15_628_775_424
+    assert total == nemotron4_hand_count(6144, 32, 128, 24576) == 15_628_775_424
     assert active == total
-    assert round((total - 2 * 256000 * h) / B, 1) == 12.5
-    assert round(2 * 256000 * h / B, 2) == 3.15
+    assert round((total - 2 * 256000 * 6144) / B, 1) == 12.5
+    assert round(2 * 256000 * 6144 / B, 2) == 3.15
 
 
 def test_qwen3_30b_a3b(ev):

@@ -44,8 +44,9 @@ CUDNN_ATTENTION = (
     " (validation/assumptions/megatron-bridge-h100; 0.54-0.62 of peak in Shah et al. 2024, arXiv 2407.08608, Sec. 4.1)")
 FLASH_ATTENTION = "TransformerEngine runs FlashAttention-2 - the H100 preset's 0.35"
 FP8_PARAMS = (
-    '      fp8_param_storage: {value: "yes", source: "%s: +model.fp8_params=$FP8_ENABLED - FP8 runs keep the linear'
-    ' weights in FP8 (TransformerEngine fp8_model_init) and all-gather them in FP8; no effect on BF16 rows"}',
+    '      fp8_param_storage: {value: "yes", source: "%s: +model.fp8_params follows the run\'s FP8 switch - FP8'
+    ' runs keep the linear weights in FP8 (TransformerEngine fp8_model_init) and all-gather them in FP8; no effect'
+    ' on BF16 rows"}',
     '      fp8_param_bytes: {value: 2, source: "Hopper FP8 GEMMs take only the TN layout, so each FP8 weight also keeps'
     ' its FP8 transpose (TransformerEngine is_non_tn_fp8_gemm_supported is false on compute capability 9.0)"}',
 )
