@@ -25,7 +25,6 @@ sys.path.insert(0, str(ROOT / "tools"))      # family_file.py, beside this scrip
 from family_file import write_or_check  # noqa: E402
 DATA = ROOT / "tools" / "data" / "dgxc_h100_step_times.md"
 OUT = ROOT / "templates" / "validation" / "dgxc-benchmarking-h100.yaml"
-FAMILY = "dgxc-benchmarking-h100"
 
 
 @dataclass(frozen=True)
