@@ -88,16 +88,17 @@ RECIPES = {
     "grok1/README_314b.md": Recipe("Grok-1 314B", "grok1-314b", "grok-1-314b", 8192, 64, (
         _attention("grok1/configure.sh (stored commit 143b90dd)", "NVTE_FUSED_ATTN=0", 0.35, FLASH_ATTENTION),
         FP8_PARAMS[0] % "grok1/configure.sh", FP8_PARAMS[1],
-        '      vocab: {value: 128512, source: "grok1/grok1_314b.yaml (stored commit 35a9aecc): Llama 3 tokenizer (128,256'
-        ' tokens) padded by NeMo to a multiple of make_vocab_size_divisible_by 128 x TP 4 = 512"}',
+        '      vocab: {value: 128512, source: "grok1/grok1_314b.yaml (stored commit 35a9aecc): Llama 3 tokenizer'
+        ' (128,256 tokens) padded by NeMo to a multiple of make_vocab_size_divisible_by 128 x TP 4 = 512"}',
         '      moe_token_dropping: {value: "yes", source: "grok1/grok1_314b.yaml: moe_expert_capacity_factor 1.0 with'
         ' moe_pad_expert_input_to_capacity true - every expert computes its capacity, overflow dropped"}',
         '      capacity_factor: {value: 1.0, source: "grok1/grok1_314b.yaml: moe_expert_capacity_factor 1.0"}',
         '      ep_dispatcher: {value: alltoall, source: "grok1/grok1_314b.yaml: moe_token_dispatcher_type alltoall"}',
         '      etp: {value: 4, source: "grok1/grok1_314b.yaml sets no expert tensor parallelism, and Megatron-Core'
-        ' defaults it to the tensor-parallel size (parallel_state.initialize_model_parallel: expert_tensor_parallel_size'
-        ' default = tp_size; before that option the experts split over TP like the dense layers) - TP 4 in every'
-        ' layout, so the expert-parallel group steps over 4 ranks and EP 8 spans 4 nodes"}')),
+        ' defaults it to the tensor-parallel size (parallel_state.initialize_model_parallel:'
+        ' expert_tensor_parallel_size default = tp_size; before that option the experts split over TP like the'
+        ' dense layers) - TP 4 in every layout, so the expert-parallel group steps over 4 ranks and EP 8 spans'
+        ' 4 nodes"}')),
 }
 
 DOC = """\
@@ -182,7 +183,8 @@ def cell_layout(t: Table, i: int, gpus: int, recipe: Recipe, scales: Table | Non
     base = layout(t.heading)
     if scales is not None:
         row = dict(zip(scales.columns, scales.rows[str(gpus)]))
-        lay = {k.lower(): (1 if v == "NA" else int(v)) for k, v in row.items() if k in ("TP", "PP", "CP", "EP", "VP", "MBS")}
+        lay = {k.lower(): (1 if v == "NA" else int(v))
+               for k, v in row.items() if k in ("TP", "PP", "CP", "EP", "VP", "MBS")}
         lay.update(layers=int(row["Layers"]), gbs=int(row["GBS"]), seq=int(row["SeqLen"]))
         # the README's DP column counts GPUs / (TP x PP x CP x EP); the point's dp is GPUs / (TP x PP x CP)
         if lay["tp"] * lay["pp"] * lay["cp"] * lay["ep"] * int(row["DP"]) != gpus:
@@ -190,7 +192,8 @@ def cell_layout(t: Table, i: int, gpus: int, recipe: Recipe, scales: Table | Non
         return {**base, **lay}
     per = {k: t.rows[label][i] for k, label in (("layers", "Layers"), ("gbs", "GBS"), ("pp", "PP"), ("vp", "VP"))
            if label in t.rows}
-    lay = {"layers": int(per.get("layers", recipe.layers)), "gbs": int(per.get("gbs") or re.search(r"GBS=(\d+)", t.columns[i]).group(1)),
+    lay = {"layers": int(per.get("layers", recipe.layers)),
+           "gbs": int(per.get("gbs") or re.search(r"GBS=(\d+)", t.columns[i]).group(1)),
            "pp": int(per.get("pp", base["pp"])), "seq": recipe.seq, "ep": 1,
            "vp": base["vp"] if "vp" not in per else 1 if per["vp"] == "n/a" else int(per["vp"])}
     return {**base, **lay}
@@ -235,8 +238,9 @@ def render(tables: list[Table]) -> str:
             proxy_text = f" proxy ({lay['layers']} layers)" if proxy else ""
             vp_text = vp if vp > 1 else "n/a"
             ep_text = f" EP {ep}" if ep > 1 else ""
-            layout_source = (f"layout table row {gpus} GPUs ({scale_tables[t.readme].file}:{scale_tables[t.readme].line})"
-                             if t.readme in scale_tables else "table row Layers")
+            scales = scale_tables.get(t.readme)
+            layout_source = (f"layout table row {gpus} GPUs ({scales.file}:{scales.line})" if scales is not None
+                             else "table row Layers")
             out += [
                 f"  train-dgxc-h100-{recipe.stem}-{gpus}gpu-{dtype}:",
                 f'    description: "DGX Cloud Benchmarking: {recipe.name}{proxy_text},'
