@@ -296,3 +296,39 @@ def test_per_op_sac_memory_and_recompute(point):
     # recomputed matmuls wk, wo, w3: h kv + q h + h f MACs per token and layer
     assert sel.scalar("recompute_flops_per_token") == pytest.approx(2 * 80 * (h * kv + q * h + h * f))
     assert 0 < sel.scalar("layer_time_recompute") < sel.scalar("layer_time_fwd")
+
+
+# --- tensor parallelism inside MoE layers -------------------------------------------------------------
+GROK = "train-dgxc-h100-grok1-314b-512gpu-bf16"   # TP 4 = ETP 4, PP 8, CP 2, EP 8, top-2 of 8, capacity 1
+
+
+def test_expert_tensor_parallel_gather_follows_each_dispatch(point):
+    r = point(GROK)
+    # Grok-1 by hand: 8192 tokens / CP 2 = 4096 per GPU, / TP 4 (sequence parallel) = 1024 dispatched,
+    # x top-2 x capacity 1 x hidden 6144 x 2 bytes = 25,165,824 bytes; gathered over ETP 4 = 100,663,296
+    assert r.scalar("ep_dispatch_bytes") == 1024 * 2 * 6144 * 2 == 25_165_824
+    assert r.scalar("etp_token_gather_bytes") == 4 * 25_165_824
+    # a ring over 4 consecutive ranks of one DGX: launch + 3 hops + 3/4 of the gathered bytes over NVLink
+    ring = (r.scalar("collective_launch_latency") + 3 * r.scalar("scaleup_simple_hop_latency")
+            + 3 / 4 * 100_663_296 / r.scalar("scaleup_ring_bw"))
+    assert r.scalar("etp_token_collective_time") == pytest.approx(ring, rel=1e-12)
+    assert r.scalar("ep_exchange_time") == pytest.approx(r.scalar("ep_alltoall_net_time") + ring, rel=1e-12)
+    # every all-to-all (4 per layer and microbatch without recompute) carries its gather or reduce-scatter
+    assert r.scalar("ep_comm_time_per_microbatch") == pytest.approx(
+        8 * 4 * (r.scalar("ep_alltoall_net_time") + ring), rel=1e-12)
+    # without expert tensor parallelism, or with DeepEP sending to the whole ETP x EP group, nothing is gathered
+    assert point(GROK, etp=1).scalar("etp_token_collective_time") == 0
+    assert point(GROK, ep_dispatcher="deepep").scalar("etp_token_collective_time") == 0
+
+
+def test_moe_layers_without_shared_experts_run_only_the_attention_blocks_tp_collectives(point):
+    # Qwen3-235B (no shared expert): 2 per layer (attention forward and backward), 3 with full recompute;
+    # DeepSeek-V3's shared expert is a tensor-parallel dense MLP, so its MoE layers keep the MLP block's 2
+    qwen = point(QWEN235)
+    assert qwen.scalar("tp_mlp_collective_share") == 0 and qwen.scalar("tp_collectives_per_layer") == 2
+    assert point(QWEN235, recompute="full").scalar("tp_collectives_per_layer") == 3
+    dsv3 = point()
+    assert dsv3.scalar("tp_mlp_collective_share") == 1 and dsv3.scalar("tp_collectives_per_layer") == 4
+    dense = point("train-dgxc-h100-nemotron4-340b-128gpu-bf16")
+    assert dense.scalar("tp_collectives_per_layer") == 4
+    assert point("train-dgxc-h100-nemotron4-340b-128gpu-bf16", recompute="full").scalar("tp_collectives_per_layer") == 6

@@ -129,11 +129,14 @@ DOC = """\
   stored READMEs - after one BF16 cell was probed) is the family's one mixture-of-experts recipe, from the NeMo
   launcher config its configure.sh loads (grok1/grok1_314b.yaml: all-to-all dispatcher, capacity factor 1 with
   padding, FlashAttention-2 with NVTE_FUSED_ATTN=0, FP8 weights in FP8 runs, expert tensor parallelism left at
-  Megatron-Core's default, the TP size 4). BF16 reads -4.6..+1.5 %, FP8 -6.4..-15.1 %: the measured FP8 speed-up is
-  1.21-1.28x where the model's is 1.36-1.41x, the dense rows' FP8 gap widened by expert GEMMs that are most of the
+  Megatron-Core's default, the TP size 4). BF16 reads -0.8..+6.0 %, FP8 -10.4..-0.9 %: the measured FP8 speed-up is
+  1.21-1.28x where the model's is 1.34-1.38x, the dense rows' FP8 gap widened by expert GEMMs that are most of the
   step. First written with expert tensor parallelism 1 (the library default, Megatron-Bridge's recipes' value) the
   rows read BF16 -4.6..-7.4 % and FP8 -15.1..-21.0 %: with ETP 1 the expert-parallel group sits inside one node,
-  with Megatron-Core's ETP = TP it steps over 4 ranks and its all-to-all crosses nodes. Not taken: the recipe's
+  with Megatron-Core's ETP = TP it steps over 4 ranks and its all-to-all crosses nodes (BF16 -4.6..+1.5 %, FP8
+  -15.1..-6.4 %); the all-to-all dispatcher then also gathers the received rows over the 4 expert-TP ranks after
+  each dispatch and reduce-scatters them before each combine (formulas/parallel/comm.yaml etp_token_collective_time),
+  which gives the figures above. Not taken: the recipe's
   later README (grok1/README.md, NeMo 25.04: 512 H100 at 15.93 s BF16 against 20.83 s here, and GB200 rows), whose
   NeMo 2 performance-script settings are not in a stored file of that release."""
 
