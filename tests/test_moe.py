@@ -329,6 +329,8 @@ def test_moe_layers_without_shared_experts_run_only_the_attention_blocks_tp_coll
     assert point(QWEN235, recompute="full").scalar("tp_collectives_per_layer") == 3
     dsv3 = point()
     assert dsv3.scalar("tp_mlp_collective_share") == 1 and dsv3.scalar("tp_collectives_per_layer") == 4
+    # the backward re-gathers of sequence parallelism follow the same blocks: QKV, plus a dense or shared-expert fc1
+    assert qwen.scalar("tp_sp_regathers_per_layer") == 1 and dsv3.scalar("tp_sp_regathers_per_layer") == 2
     dense = point("train-dgxc-h100-nemotron4-340b-128gpu-bf16")
     assert dense.scalar("tp_collectives_per_layer") == 4
     assert point("train-dgxc-h100-nemotron4-340b-128gpu-bf16", recompute="full").scalar("tp_collectives_per_layer") == 6
