@@ -316,6 +316,12 @@ def test_expert_tensor_parallel_gather_follows_each_dispatch(point):
     # every all-to-all (4 per layer and microbatch without recompute) carries its gather or reduce-scatter
     assert r.scalar("ep_comm_time_per_microbatch") == pytest.approx(
         8 * 4 * (r.scalar("ep_alltoall_net_time") + ring), rel=1e-12)
+    # an expert-TP group larger than the 8-GPU domain runs its ring at the scale-out pace
+    wide = point(GROK, tp=16, etp=16, dp=2)
+    assert wide.scalar("etp_token_collective_time") == pytest.approx(
+        wide.scalar("collective_launch_latency") + 15 * wide.scalar("scaleout_simple_hop_latency")
+        + 15 / 16 * wide.scalar("etp_token_gather_bytes")
+        / min(wide.scalar("scaleup_ring_bw"), wide.scalar("scaleout_ring_bw")), rel=1e-12)
     # without expert tensor parallelism, or with DeepEP sending to the whole ETP x EP group, nothing is gathered
     assert point(GROK, etp=1).scalar("etp_token_collective_time") == 0
     assert point(GROK, ep_dispatcher="deepep").scalar("etp_token_collective_time") == 0
