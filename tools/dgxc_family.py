@@ -220,13 +220,14 @@ def render(tables: list[Table]) -> str:
         if t.heading == "GPUs":
             continue
         recipe = RECIPES[t.readme]
+        scales = scale_tables.get(t.readme)   # the recipe's per-scale layout table, if its README has one
         where = f"{t.file}:{t.line}"
         dtype = "fp8" if " FP8 " in f" {t.heading} " else "bf16" if " BF16 " in f" {t.heading} " else None
         if dtype is None:
             raise SystemExit(f"{where}: heading names neither BF16 nor FP8: {t.heading}")
         for i, col in enumerate(t.columns):
             gpus = int(re.search(r"(\d+)x? H100", col).group(1))
-            lay = cell_layout(t, i, gpus, recipe, scale_tables.get(t.readme))
+            lay = cell_layout(t, i, gpus, recipe, scales)
             gbs, pp, vp, tp, cp, ep, seq, mbs = (lay[k] for k in ("gbs", "pp", "vp", "tp", "cp", "ep", "seq", "mbs"))
             dp = gpus // (tp * pp * cp)
             if dp * tp * pp * cp != gpus or gbs % (dp * mbs):
@@ -241,7 +242,6 @@ def render(tables: list[Table]) -> str:
             proxy_text = f" proxy ({lay['layers']} layers)" if proxy else ""
             vp_text = vp if vp > 1 else "n/a"
             ep_text = f" EP {ep}" if ep > 1 else ""
-            scales = scale_tables.get(t.readme)
             layout_source = (f"layout table row {gpus} GPUs ({scales.file}:{scales.line})" if scales is not None
                              else "table row Layers")
             out += [
