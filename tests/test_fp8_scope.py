@@ -45,8 +45,10 @@ def test_routed_casts_by_hand(point):
     tp, h, k, f = r.scalar("tp"), 7168, 8, 2048
     local = 256 / r.scalar("ep")
     per_elem = r.scalar("fp8_cast_bytes_per_element") / r.scalar("memory_rate")
-    # forward: the routed copies' up inputs (8 h) and down inputs (8 x 2048), and the local experts' three matrices
-    fwd = (t * (k * h + k * f / tp) + local * 3 * h * f / tp) * 58 / 61
+    # forward: the routed copies' up inputs (8 h) and down inputs (8 x 2048), and the local experts' three matrices,
+    # whole at expert TP 1 (tensor parallelism does not split the routed experts)
+    assert r.scalar("etp") == 1
+    fwd = (t * (k * h + k * f / tp) + local * 3 * h * f) * 58 / 61
     assert r.scalar("fp8_cast_time_fwd") == pytest.approx(fwd * per_elem, rel=1e-12)
     # backward: the down projections' output gradients (8 h) and the gate/up outputs' gradients (2 x 8 x 2048)
     bwd = t * (k * h + 2 * k * f / tp) * 58 / 61

@@ -340,3 +340,23 @@ def test_moe_layers_without_shared_experts_run_only_the_attention_blocks_tp_coll
     dense = point("train-dgxc-h100-nemotron4-340b-128gpu-bf16")
     assert dense.scalar("tp_collectives_per_layer") == 4
     assert point("train-dgxc-h100-nemotron4-340b-128gpu-bf16", recompute="full").scalar("tp_collectives_per_layer") == 6
+
+
+def test_routed_expert_weights_and_gathered_inputs_split_by_etp(point):
+    # Qwen3-235B on 256 H100 (tp 2, etp 1, ep 32): each GPU holds 128/32 = 4 whole experts of
+    # 3 x 4096 x 1536 = 18,874,368 weights - the tensor-parallel degree does not split them
+    qwen = point(QWEN235)
+    assert qwen.scalar("mlp_weight_elements") == 4 * 3 * 4096 * 1536 == 75_497_472
+    assert qwen.scalar("routed_weight_elements") == 75_497_472
+    # DeepSeek-V3 (tp 2, etp 1, ep 64): 4 routed experts whole, the shared expert split over tp, on 58 of 61 layers,
+    # the 3 dense layers' 3 x 7168 x 18432 MLP split over tp
+    dsv3 = point()
+    assert dsv3.scalar("mlp_weight_elements") == pytest.approx(
+        (3 * 3 * 7168 * 18432 + 58 * 1 * EXPERT) / 61 / 2 + 58 * 4 * EXPERT / 61, rel=1e-12)
+    # Grok-1 (ETP 4): the grouped GEMM's saved input is the ETP-gathered rows, 4 x the 1,024 x top-2 rows the GPU
+    # dispatched, x 6144 x 2 bytes, on every layer
+    grok = point(GROK)
+    assert grok.scalar("moe_dispatch_activation_memory") == pytest.approx(4 * 1024 * 2 * 6144 * 2, rel=1e-12)
+    assert point(GROK, etp=1).scalar("moe_dispatch_activation_memory") == pytest.approx(1024 * 2 * 6144 * 2, rel=1e-12)
+    # Grok-1's 8 experts over ep 8 at etp 4: one expert, a quarter of its 3 x 6144 x 32768 weights
+    assert grok.scalar("mlp_weight_elements") == pytest.approx(3 * 6144 * 32768 / 4, rel=1e-12)
