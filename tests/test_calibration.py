@@ -70,6 +70,22 @@ def test_calibration_tool_reproduces_the_hopper_fit():
     assert abs(float(sorted(abs(err))[len(err) // 2])) < 0.05  # median |err| 4.9 % at the fit
 
 
+def test_calibration_tool_reproduces_the_blackwell_fit(capsys):
+    """templates/hardware/b200's command: gemm_efficiency and attention_efficiency fitted together on the 18 dense
+    B200/GB200 rows (two --only filters: B200 or GB200 ids, and Llama ones) give 0.523 and 0.554 - the presets
+    ship 0.52 and 0.55."""
+    pytest.importorskip("scipy")
+    tool = load_tool("calibrate")
+    assert tool.main(["--on", "megatron-bridge-blackwell,nemo-long-sequence,megatron-bridge-26.02,megatron-bridge-26.06",
+                      "--only", "b200", "--only", "llama", "--fit", "gemm_efficiency,attention_efficiency",
+                      "--set", "fp8_gemm_efficiency_factor=0.90"]) == 0
+    out = capsys.readouterr().out
+    assert "(18 rows)" in out
+    fitted = {line.split(":")[0].strip(): float(line.split("->")[1]) for line in out.splitlines() if "->" in line}
+    assert fitted["gemm_efficiency"] == pytest.approx(0.523, abs=0.003)
+    assert fitted["attention_efficiency"] == pytest.approx(0.554, abs=0.003)
+
+
 def _step(model, **v):
     outs = ["step_time", "step_tp_comm_time", "tp_comm_time_per_microbatch", "microbatches",
             "layers_per_stage", "tp_collective_time", "qkv_gemm_flops_fwd", "mlp_up_gemm_flops_fwd",

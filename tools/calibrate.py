@@ -66,6 +66,9 @@ def main(argv):
                     "outlying measurements, scale 5 %%) or linear")
     ap.add_argument("--dump", action="store_true", help="print every fitted row's error")
     ap.add_argument("--set", action="append", default=[], help="name=value applied before fitting")
+    ap.add_argument("--only", action="append", default=[], help="keep only the points whose id contains one "
+                    "of these (comma-separated) substrings, e.g. b200 for one generation's rows of a mixed family; "
+                    "repeated, a point must pass every --only")
     a = ap.parse_args(argv)
     from scipy.optimize import least_squares
 
@@ -74,6 +77,8 @@ def main(argv):
     validator = Validator(load_library())
     pts = load_points()
     fams = set(a.on.split(","))
+    keep = [[s for s in group.split(",") if s] for group in a.only]
+    pts = [p for p in pts if all(any(s in p.id for s in group) for group in keep)]
     fixed = {k: float(v) for k, v in (s.split("=") for s in a.set)}
     values, nodes, meas, ids = point_arrays(validator, [p for p in pts if p.family in fams])
     names = a.fit.split(",")
@@ -93,7 +98,7 @@ def main(argv):
     sol = least_squares(resid, x0 / scale, bounds=(lo, hi), x_scale=1.0, diff_step=1e-3,
                         loss=a.loss, f_scale=0.05)
     after = np.expm1(resid(sol.x))
-    print(f"fit on {a.on} ({len(meas)} rows)")
+    print(f"fit on {a.on}{''.join(f' (ids with {o})' for o in a.only)} ({len(meas)} rows)")
     for n, x, y in zip(names, x0, sol.x * scale):
         print(f"  {n}: {x:.4g} -> {y:.4g}")
     if a.dump:
