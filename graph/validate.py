@@ -48,7 +48,8 @@ from .validate_points import (CATEGORIES, DEFAULT_TOLERANCE, EXPECT_KEYS,  # noq
 from .validate_report import (SUMMARY_HEAD, Report, Row, markdown, print_text,  # noqa: F401
                               rows_table, status, summary_rows, to_json,
                               unsupported_by_reason, write_xlsx, _pct, _num)
-from .validate_run import CHECKS, Validator, _minimize, fit, select  # noqa: F401
+from .validate_fit import LOSSES, fit, parse_fixed  # noqa: F401
+from .validate_run import CHECKS, Validator, select  # noqa: F401
 
 COMMAND = "flopsheet validate --markdown"
 
@@ -69,6 +70,17 @@ def register(sub, *, common) -> None:
                    "gemm_efficiency) on the --on families and report the error on the rest; "
                    "nothing is written back")
     v.add_argument("--on", metavar="F[,G]", help="families (or point ids) to fit on, with --fit")
+    v.add_argument("--only", action="append", default=[], metavar="S[,T]", help="with --fit: fit "
+                   "only the --on points whose id contains one of these substrings (e.g. b200 for "
+                   "one generation's rows of a mixed family); repeatable, a point must pass every "
+                   "--only; the others are reported with the rest")
+    v.add_argument("--set", action="append", default=[], metavar="NAME=NUMBER", help="with --fit: "
+                   "hold a global input at this value for the fit and both reports (repeatable)")
+    v.add_argument("--loss", choices=LOSSES, default="linear", help="with --fit: least-squares "
+                   "loss on log(predicted / measured) - linear (mean squared log error, the "
+                   "default) or soft_l1 (scale 5 %%, robust to a family's few outlying rows)")
+    v.add_argument("--dump", action="store_true", help="with --fit: list every fitted row's error "
+                   "before and after")
     common(v, scenario=False)
     v.set_defaults(func=cmd_validate)
 
@@ -81,14 +93,24 @@ def cmd_validate(args) -> int:
     if args.fit:
         if not args.on:
             raise ScenarioError("--fit needs --on FAMILY[,FAMILY] (the points to fit on)")
-        out = fit(validator, points, [n.strip() for n in args.fit.split(",")], args.on)
+        only = [[s.strip() for s in group.split(",") if s.strip()] for group in args.only]
+        out = fit(validator, points, [n.strip() for n in args.fit.split(",")], args.on,
+                  only=only, fixed=parse_fixed(args.set), loss=args.loss)
         if args.json:
             print(json.dumps(out, indent=2))
             return 0
-        print(f"fitted on {', '.join(out['fit_on'])} ({out['fit_points']} points); "
-              f"checked on the other {out['rest_points']} supported points (nothing written back)")
+        ids = "".join(f" (ids with {' or '.join(g)})" for g in only)
+        print(f"fitted on {', '.join(out['fit_on'])}{ids} ({out['fit_points']} points, "
+              f"{out['fit_after']['compared']} rows, {out['loss']} loss); checked on the other "
+              f"{out['rest_points']} supported points (nothing written back)")
+        for n, x in out["fixed"].items():
+            print(f"  {n} = {x} (held)")
         for n in out["names"]:
-            print(f"  {n}: {out['start'][n]:.4g} -> {out['fitted'][n]:.4g}")
+            was = "/".join(f"{x:.4g}" for x in out["shipped"][n])
+            print(f"  {n}: {was} -> {out['fitted'][n]:.4g}")
+        if args.dump:
+            for r in sorted(out["fit_rows"], key=lambda r: r["after"]):
+                print(f"    {r['after']:+7.1%}  (was {r['before']:+7.1%})  {r['point']}")
         rows = []
         for label, key in [("fit set, shipped", "fit_before"), ("fit set, fitted", "fit_after"),
                            ("rest, shipped", "rest_before"), ("rest, fitted", "rest_after")]:

@@ -1,11 +1,8 @@
-"""Evaluating validation points on one compiled library, and fitting global calibration
-inputs on a subset of them (``flopsheet validate --fit``)."""
+"""Evaluating validation points on one compiled library (fitting calibration inputs on them is
+graph/validate_fit.py)."""
 from __future__ import annotations
 
 import json
-import math
-
-import numpy as np
 
 from .errors import FlopsheetError, ScenarioError, UnknownNameError
 from .evaluate import Model
@@ -101,55 +98,3 @@ def select(points: list[Point], category: str | None = None, family: str | None 
             raise ScenarioError(f"no validation family `{f}`" + suggest(f, known))
         out = [p for p in out if p.family in fams]
     return out
-
-
-# ---------------------------------------------------------------------------------- fit
-def _minimize(f, x0, bounds):
-    """Minimise ``f`` from ``x0`` within ``bounds`` (scipy's bounded Nelder-Mead: derivative-free,
-    because the loss is not smooth where a formula branches)."""
-    from scipy.optimize import minimize
-    lo_hi = [(None if b[0] is None else float(b[0]), None if b[1] is None else float(b[1]))
-             for b in bounds]
-    x0 = np.clip(np.asarray(x0, dtype=float), [-np.inf if lo is None else lo for lo, _ in lo_hi],
-                 [np.inf if hi is None else hi for _, hi in lo_hi])
-    r = minimize(f, x0, method="Nelder-Mead", bounds=lo_hi,
-                 options={"xatol": 1e-4, "fatol": 1e-10, "maxfev": 300})
-    return r.x, float(r.fun)
-
-
-def fit(validator: Validator, points: list[Point], names: list[str], on: str) -> dict:
-    """Fit global calibration inputs on the families (or point ids) ``on``; report the fitted
-    values and the error on the fit set and on the rest of ``points``.
-
-    Minimises the mean squared log error of the counted rows of the fit set (scipy's Nelder-Mead
-    within the inputs' bounds). Nothing is written back to the templates: the shipped constants stay
-    what their sources say.
-    """
-    lib = validator.lib
-    for n in names:
-        if n not in lib.inputs or lib.inputs[n].is_choice:
-            raise UnknownNameError(f"--fit: `{n}` is not a numeric input"
-                                   + suggest(n, lib.inputs))
-    fams = {f.strip() for f in on.split(",")}
-    train = [p for p in points if p.supported and (p.family in fams or p.id in fams)]
-    rest = [p for p in points if p.supported and p not in train]
-    if not train:
-        raise ScenarioError(f"--on `{on}` selects no supported point (families: "
-                            f"{', '.join(sorted({p.family for p in points}))})")
-    start = np.array([float(lib.inputs[n].default) for n in names])
-
-    def loss(x):
-        rep = validator.run(train, dict(zip(names, map(float, x))))
-        errs = [math.log1p(r.error) for r in rep.rows
-                if r.expect.counted and r.error is not None and r.error > -1]
-        return float(np.mean(np.square(errs))) if errs else float("inf")
-
-    best, _ = _minimize(loss, start, [tuple(lib.inputs[n].bounds) for n in names])
-    fitted = dict(zip(names, map(float, best)))
-    before = validator.run(train + rest)
-    after = validator.run(train + rest, fitted)
-    part = lambda rep, pts: Report(pts, [r for r in rep.rows if r.point in pts], [])  # noqa: E731
-    return {"names": names, "start": dict(zip(names, map(float, start))), "fitted": fitted,
-            "fit_on": sorted(fams), "fit_points": len(train), "rest_points": len(rest),
-            "fit_before": part(before, train).stats(), "fit_after": part(after, train).stats(),
-            "rest_before": part(before, rest).stats(), "rest_after": part(after, rest).stats()}

@@ -1,13 +1,14 @@
-"""Size-dependent GEMM efficiency (tile and wave quantization) and the calibration tool."""
+"""Size-dependent GEMM efficiency (tile and wave quantization) and fitting calibration constants (validate --fit)."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from flopsheet.evaluate import Model
 from flopsheet.library import load_library
-from conftest import load_tool
+from flopsheet.validate import Validator, fit, load_points
 
 
 @pytest.fixture(scope="module")
@@ -57,33 +58,66 @@ def test_quantization_off_is_the_shipped_default(model):
     assert res.scalar("qkv_gemm_quant_efficiency") == 1
 
 
-def test_calibration_tool_reproduces_the_hopper_fit():
+def test_tiles_on_fit_megatron_core_h100():
     """With tiles on, gemm_efficiency 0.572 fits megatron-core-h100 (0.552 without, the shipped 0.55; both with the Hopper
     preset's flash_kv_reuse wave and attention_efficiency 0.35)."""
-    pytest.importorskip("scipy")
-    tool = load_tool("calibrate")
-    from flopsheet.validate import Validator, load_points
+    from flopsheet.validate_fit import collect, predict
     v = Validator(load_library())
-    pts = [p for p in load_points() if p.family == "megatron-core-h100"]
-    batches, nodes, meas, _ = tool.point_arrays(v, pts)
-    err = tool.predict(v, batches, nodes, {"gemm_efficiency": 0.572, "gemm_quantization": 1}) / meas - 1
+    rows = collect(v, [p for p in load_points() if p.family == "megatron-core-h100"])
+    err = predict(v, rows, {"gemm_efficiency": 0.572, "gemm_quantization": 1}) / rows.measured - 1
+    assert len(rows) == 9
     assert abs(float(sorted(abs(err))[len(err) // 2])) < 0.05  # median |err| 4.9 % at the fit
 
 
-def test_calibration_tool_reproduces_the_blackwell_fit(capsys):
+def test_validate_fit_reproduces_the_blackwell_fit():
     """templates/hardware/b200's command: gemm_efficiency and attention_efficiency fitted together on the 18 dense
     B200/GB200 rows (two --only filters: B200 or GB200 ids, and Llama ones) give 0.523 and 0.554 - the presets
     ship 0.52 and 0.55."""
     pytest.importorskip("scipy")
-    tool = load_tool("calibrate")
-    assert tool.main(["--on", "megatron-bridge-blackwell,nemo-long-sequence,megatron-bridge-26.02,megatron-bridge-26.06",
-                      "--only", "b200", "--only", "llama", "--fit", "gemm_efficiency,attention_efficiency",
-                      "--set", "fp8_gemm_efficiency_factor=0.90"]) == 0
+    v = Validator(load_library())
+    out = fit(v, [p for p in load_points() if p.category == "training"], ["gemm_efficiency", "attention_efficiency"],
+              "megatron-bridge-blackwell,nemo-long-sequence,megatron-bridge-26.02,megatron-bridge-26.06",
+              only=[["b200"], ["llama"]], fixed={"fp8_gemm_efficiency_factor": 0.90}, loss="soft_l1")
+    ids = [r["point"] for r in out["fit_rows"]]
+    assert out["fit_points"] == len(ids) == 18 and all("b200" in i and "llama" in i for i in ids)
+    assert out["shipped"] == {"gemm_efficiency": [0.52], "attention_efficiency": [0.55]}
+    assert out["fitted"]["gemm_efficiency"] == pytest.approx(0.523, abs=0.003)
+    assert out["fitted"]["attention_efficiency"] == pytest.approx(0.554, abs=0.003)
+    # the shipped rounded pair is the "before": both read about 2 % (4.6 % with attention at 0.6)
+    assert out["fit_after"]["median_abs_error"] < 0.025 and out["fit_before"]["median_abs_error"] < 0.025
+    # the other dense and MoE rows of those families are reported with the rest, not fitted
+    assert out["rest_points"] == len([p for p in load_points() if p.category == "training" and p.supported]) - 18
+
+
+def test_validate_fit_command_line(capsys):
+    """The command line prints the held inputs, each shipped -> fitted value and every fitted row with --dump; the
+    robust loss gives the Hopper preset's 0.552, the linear (mean squared log error) one 0.561 without the hold."""
+    pytest.importorskip("scipy")
+    from flopsheet.cli import main
+    args = ["validate", "--category", "training", "--fit", "gemm_efficiency", "--on", "megatron-core-h100",
+            "--set", "attention_efficiency=0.35", "--loss", "soft_l1", "--dump"]
+    assert main(args) == 0
     out = capsys.readouterr().out
-    assert "(18 rows)" in out
-    fitted = {line.split(":")[0].strip(): float(line.split("->")[1]) for line in out.splitlines() if "->" in line}
-    assert fitted["gemm_efficiency"] == pytest.approx(0.523, abs=0.003)
-    assert fitted["attention_efficiency"] == pytest.approx(0.554, abs=0.003)
+    assert "(9 points, 9 rows, soft_l1 loss)" in out and "attention_efficiency = 0.35 (held)" in out
+    assert "gemm_efficiency: 0.55 -> 0.5517" in out
+    assert sum("train-mcore-h100-weak-" in line and "(was" in line for line in out.splitlines()) == 9
+    assert main(["validate", "--fit", "gemm_efficiency", "--on", "megatron-core-h100", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["loss"] == "linear" and got["fitted"]["gemm_efficiency"] == pytest.approx(0.561, abs=0.002)
+
+
+def test_validate_fit_rejects_what_it_cannot_fit():
+    from flopsheet.errors import FlopsheetError
+    v = Validator(load_library())
+    pts = load_points()
+    with pytest.raises(FlopsheetError, match="both fitted"):
+        fit(v, pts, ["host_time_per_op"], "megatron-bridge", fixed={"host_time_per_op": "5 us"})
+    with pytest.raises(FlopsheetError, match="not a numeric input"):
+        fit(v, pts, ["gemm_quantization"], "megatron-core-h100")
+    with pytest.raises(FlopsheetError, match="not a choice"):
+        fit(v, pts, ["gemm_efficiency"], "megatron-core-h100", fixed={"gemm_quantization": "tile"})
+    with pytest.raises(FlopsheetError, match="selects no supported point"):
+        fit(v, pts, ["gemm_efficiency"], "megatron-core-h100", only=[["no-such-id"]])
 
 
 def _step(model, **v):

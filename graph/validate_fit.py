@@ -1,0 +1,178 @@
+"""Fitting global calibration inputs on validation points (``flopsheet validate --fit``).
+
+Every counted row of the chosen points is evaluated in one vectorized call of the graph per set of
+input names (one array element per row), so a least-squares fit - scipy.optimize.least_squares on
+log(predicted / measured), within the inputs' bounds - takes seconds, not minutes. Nothing is
+written back: a fitted value goes into a preset by hand, with the command as its source.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import FlopsheetError, ScenarioError, UnknownNameError
+from .names import suggest
+from .scenario import resolve
+from .units import convert_value
+from .validate_points import Point
+from .validate_run import Validator
+
+#: least_squares losses: linear is the mean squared log error; soft_l1 (scale 5 %) is robust to the
+#: few outlying measurements of a family
+LOSSES = ("linear", "soft_l1")
+
+
+@dataclass
+class Rows:
+    """The counted rows of some points as arrays: inputs grouped by the names they set."""
+    batches: list  # (row indices, {input name: values}) - rows setting the same names
+    nodes: list    # the expected node of each row
+    measured: np.ndarray  # in the node's units
+    ids: list      # the point id of each row
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+def collect(validator: Validator, points: list[Point]) -> Rows:
+    """The counted rows of the supported ``points``; a row the library cannot evaluate (its
+    ``flopsheet validate`` problem) is left out, as the report's statistics leave it out."""
+    cols, nodes, measured, ids = [], [], [], []
+    for p in points:
+        if not p.supported:
+            continue
+        for e in p.expects:
+            if not e.counted or e.node not in validator.lib:
+                continue
+            try:
+                vals = resolve(validator.scenario(p, e.values), validator.model)
+                value = convert_value(f"{e.value} {e.unit}", validator.lib.item(e.node).dim,
+                                      file=p.file, line=p.line, node=p.id)
+            except FlopsheetError:
+                continue
+            if not value:
+                continue
+            cols.append(vals)
+            nodes.append(e.node)
+            measured.append(value)
+            ids.append(p.id)
+    groups: dict = {}
+    for i, c in enumerate(cols):
+        groups.setdefault(tuple(sorted(c)), []).append(i)
+    batches = [(idx, {k: np.array([float(cols[i][k]) for i in idx]) for k in keys})
+               for keys, idx in groups.items()]
+    return Rows(batches, nodes, np.array(measured, dtype=float), ids)
+
+
+def predict(validator: Validator, rows: Rows, overrides: dict | None = None) -> np.ndarray:
+    """Predicted value of every row (node units), with ``overrides`` (encoded values) on top."""
+    out = np.empty(len(rows))
+    for idx, values in rows.batches:
+        v = dict(values)
+        for k, x in (overrides or {}).items():
+            v[k] = np.full(len(idx), float(x))
+        res = validator.model.evaluate(v, outputs=sorted({rows.nodes[i] for i in idx}), check=False)
+        for j, i in enumerate(idx):
+            out[i] = np.broadcast_to(np.asarray(res[rows.nodes[i]], dtype=float), (len(idx),))[j]
+    return out
+
+
+def shipped(validator: Validator, rows: Rows, name: str) -> list[float]:
+    """The distinct values the rows' scenarios give ``name`` (its library default where unset)."""
+    default = float(validator.lib.inputs[name].default)
+    vals = {float(x) for _, v in rows.batches for x in v.get(name, [default])}
+    return sorted(vals)
+
+
+def stats(err: np.ndarray, ids: list) -> dict:
+    """Median and 90th percentile of |error| and the worst signed error of some rows."""
+    if not len(err):
+        return {"compared": 0, "median_abs_error": None, "p90_abs_error": None,
+                "worst_error": None, "worst_id": None}
+    a = np.abs(err)
+    k = int(np.argmax(a))
+    return {"compared": len(err), "median_abs_error": float(np.median(a)),
+            "p90_abs_error": float(np.percentile(a, 90)), "worst_error": float(err[k]),
+            "worst_id": ids[k]}
+
+
+def fit(validator: Validator, points: list[Point], names: list[str], on: str,
+        only: list[list[str]] | None = None, fixed: dict | None = None,
+        loss: str = "linear") -> dict:
+    """Fit the global inputs ``names`` on the counted rows of the families (or point ids) ``on``
+    among ``points``, keeping those whose id contains one substring of every group in ``only``;
+    ``fixed`` (a number or a choice name per input) is held, for the fit and for both reports. Reports the fitted
+    values and the error before (the shipped values) and after, on the fit set and on the rest of
+    the supported ``points``."""
+    from scipy.optimize import least_squares
+
+    lib = validator.lib
+    for n in names:
+        if n not in lib.inputs or lib.inputs[n].is_choice:
+            raise UnknownNameError(f"--fit: `{n}` is not a numeric input" + suggest(n, lib.inputs))
+    both = sorted(set(names) & set(fixed or {}))
+    if both:
+        raise ScenarioError(f"`{both[0]}` is both fitted (--fit) and held (--set)")
+    if loss not in LOSSES:
+        raise ScenarioError(f"--loss must be one of {', '.join(LOSSES)}, not `{loss}`")
+    fams = {f.strip() for f in on.split(",") if f.strip()}
+    keep = lambda p: all(any(s in p.id for s in group) for group in (only or []))  # noqa: E731
+    train = [p for p in points if p.supported and (p.family in fams or p.id in fams) and keep(p)]
+    rest = [p for p in points if p.supported and p not in train]
+    if not train:
+        raise ScenarioError(f"--on `{on}`{' with --only' if only else ''} selects no supported "
+                            f"point (families: {', '.join(sorted({p.family for p in points}))})")
+    held = dict(fixed or {})
+    fixed = encode_fixed(validator, held)
+    fit_rows, rest_rows = collect(validator, train), collect(validator, rest)
+    if not len(fit_rows):
+        raise ScenarioError(f"--on `{on}`: the selected points have no counted row to fit")
+    ships = {n: shipped(validator, fit_rows, n) for n in names}
+    start = np.array([float(np.median(ships[n])) for n in names])
+    scale = np.where(start != 0, np.abs(start), 1.0)
+    bound = lambda b, inf: inf if b is None else float(b)  # noqa: E731
+    lo = [bound(lib.inputs[n].bounds[0], -np.inf) / s for n, s in zip(names, scale)]
+    hi = [bound(lib.inputs[n].bounds[1], np.inf) / s for n, s in zip(names, scale)]
+
+    def resid(z):
+        pred = predict(validator, fit_rows, {**fixed, **dict(zip(names, z * scale))})
+        return np.log(np.maximum(pred, 1e-300) / fit_rows.measured)
+
+    sol = least_squares(resid, np.clip(start / scale, lo, hi), bounds=(lo, hi), diff_step=1e-3,
+                        loss=loss, f_scale=0.05)
+    fitted = dict(zip(names, map(float, sol.x * scale)))
+    err = lambda rows, ov: predict(validator, rows, ov) / rows.measured - 1  # noqa: E731
+    before, after = err(fit_rows, fixed), err(fit_rows, {**fixed, **fitted})
+    rest_before, rest_after = err(rest_rows, fixed), err(rest_rows, {**fixed, **fitted})
+    return {"names": list(names), "shipped": ships, "fitted": fitted,
+            "fixed": {n: str(v) for n, v in held.items()}, "loss": loss, "fit_on": sorted(fams), "only": only or [],
+            "fit_points": len(train), "rest_points": len(rest),
+            "fit_before": stats(before, fit_rows.ids), "fit_after": stats(after, fit_rows.ids),
+            "rest_before": stats(rest_before, rest_rows.ids),
+            "rest_after": stats(rest_after, rest_rows.ids),
+            "fit_rows": [{"point": i, "before": float(b), "after": float(a)}
+                         for i, b, a in zip(fit_rows.ids, before, after)]}
+
+
+def parse_fixed(items: list[str]) -> dict:
+    """``--set name=value`` pairs as text (a number, with a unit if it has one, or a choice name)."""
+    out = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise ScenarioError(f"--set `{item}`: expected NAME=VALUE")
+        out[name.strip()] = text.strip()
+    return out
+
+
+def encode_fixed(validator: Validator, fixed: dict) -> dict:
+    """Held inputs as the graph takes them (a number, with a unit if it has one, or a choice
+    name), checked against the inputs' bounds and choices."""
+    out = {}
+    for name, value in fixed.items():
+        if name not in validator.lib.inputs:
+            raise UnknownNameError(f"--set: `{name}` is not an input"
+                                   + suggest(name, validator.lib.inputs))
+        out[name] = float(validator.model.encode(name, value))
+    return out
