@@ -76,7 +76,7 @@ def register(sub, *, common) -> None:
                    "--only; the others are reported with the rest")
     v.add_argument("--set", action="append", default=[], metavar="NAME=NUMBER", help="with --fit: "
                    "hold a global input at this value for the fit and both reports (repeatable)")
-    v.add_argument("--loss", choices=LOSSES, default="linear", help="with --fit: least-squares "
+    v.add_argument("--loss", choices=LOSSES, help="with --fit: least-squares "
                    "loss on log(predicted / measured) - linear (mean squared log error, the "
                    "default) or soft_l1 (scale 5 %%, robust to a family's few outlying rows)")
     v.add_argument("--dump", action="store_true", help="with --fit: list every fitted row's error "
@@ -90,12 +90,16 @@ def cmd_validate(args) -> int:
     validator = Validator(lib)
     points = select(load_points(), args.category, args.family)
     categories = [args.category] if args.category else CATEGORIES
+    stray = [flag for flag, given in [("--on", args.on), ("--only", args.only), ("--set", args.set),
+                                      ("--loss", args.loss), ("--dump", args.dump)] if given]
+    if stray and not args.fit:
+        raise ScenarioError(f"{stray[0]} goes with --fit NAME[,NAME] (the inputs to fit)")
     if args.fit:
         if not args.on:
             raise ScenarioError("--fit needs --on FAMILY[,FAMILY] (the points to fit on)")
         only = [[s.strip() for s in group.split(",") if s.strip()] for group in args.only]
         out = fit(validator, points, [n.strip() for n in args.fit.split(",")], args.on,
-                  only=only, fixed=parse_fixed(args.set), loss=args.loss)
+                  only=only, fixed=parse_fixed(args.set), loss=args.loss or "linear")
         if args.json:
             print(json.dumps(out, indent=2))
             return 0

@@ -104,6 +104,9 @@ def test_validate_fit_command_line(capsys):
     assert main(["validate", "--fit", "gemm_efficiency", "--on", "megatron-core-h100", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["loss"] == "linear" and got["fitted"]["gemm_efficiency"] == pytest.approx(0.561, abs=0.002)
+    # the fit's options without --fit are a mistake, not silently ignored
+    assert main(["validate", "--category", "cost", "--only", "b200"]) == 2
+    assert "--only goes with --fit" in capsys.readouterr().err
 
 
 def test_validate_fit_rejects_what_it_cannot_fit():
