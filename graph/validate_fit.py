@@ -14,8 +14,8 @@ import numpy as np
 from .errors import FlopsheetError, ScenarioError, UnknownNameError
 from .names import suggest
 from .scenario import resolve
-from .units import convert_value
 from .validate_points import Point
+from .validate_report import error_stats
 from .validate_run import Validator
 
 #: least_squares losses: linear is the mean squared log error; soft_l1 (scale 5 %) is robust to the
@@ -47,8 +47,7 @@ def collect(validator: Validator, points: list[Point]) -> Rows:
                 continue
             try:
                 vals = resolve(validator.scenario(p, e.values), validator.model)
-                value = convert_value(f"{e.value} {e.unit}", validator.lib.item(e.node).dim,
-                                      file=p.file, line=p.line, node=p.id)
+                value = validator.measured(p, e)
             except FlopsheetError:
                 continue
             if not value:
@@ -86,15 +85,10 @@ def shipped(validator: Validator, rows: Rows, name: str) -> list[float]:
 
 
 def stats(err: np.ndarray, ids: list) -> dict:
-    """Median and 90th percentile of |error| and the worst signed error of some rows."""
-    if not len(err):
-        return {"compared": 0, "median_abs_error": None, "p90_abs_error": None,
-                "worst_error": None, "worst_id": None}
-    a = np.abs(err)
-    k = int(np.argmax(a))
-    return {"compared": len(err), "median_abs_error": float(np.median(a)),
-            "p90_abs_error": float(np.percentile(a, 90)), "worst_error": float(err[k]),
-            "worst_id": ids[k]}
+    """The error statistics of some rows (as the report's) and the worst row's point."""
+    out = error_stats(err)
+    k = out.pop("worst")
+    return {"compared": len(err), **out, "worst_id": None if k is None else ids[k]}
 
 
 def fit(validator: Validator, points: list[Point], names: list[str], on: str,

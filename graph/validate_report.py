@@ -16,6 +16,19 @@ import numpy as np
 from .fmt import table
 from .validate_points import Expect, Point
 
+
+def error_stats(errs) -> dict:
+    """Median and 90th percentile of |error| and the signed error of the worst row (its index in
+    ``errs``); Nones when there is no row."""
+    errs = np.asarray(errs, dtype=float)
+    if not len(errs):
+        return {"median_abs_error": None, "p90_abs_error": None, "worst_error": None, "worst": None}
+    a = np.abs(errs)
+    k = int(np.argmax(a))
+    return {"median_abs_error": float(np.median(a)), "p90_abs_error": float(np.percentile(a, 90)),
+            "worst_error": float(errs[k]), "worst": k}
+
+
 @dataclass
 class Row:
     point: Point
@@ -42,19 +55,16 @@ class Report:
         keep = lambda p: category in (None, p.category) and family in (None, p.family)  # noqa: E731
         pts = [p for p in self.points if keep(p)]
         rows = [r for r in self.rows if keep(r.point) and r.expect.counted and r.error is not None]
-        errs = np.array([r.error for r in rows], dtype=float)
         out = {"points": len(pts), "supported": sum(p.supported for p in pts),
                "unsupported": sum(not p.supported for p in pts), "compared": len(rows),
-               "median_abs_error": None, "p90_abs_error": None, "worst_error": None,
                "worst_point": None, "worst_id": None, "worst_metric": None,
                "within_tolerance": sum(r.within for r in rows)}
-        if len(rows):
-            a = np.abs(errs)
-            worst = rows[int(np.argmax(a))]
-            out.update(median_abs_error=float(np.median(a)),
-                       p90_abs_error=float(np.percentile(a, 90)),
-                       worst_error=float(worst.error), worst_id=worst.point.id,
-                       worst_metric=worst.expect.metric,
+        summary = error_stats([r.error for r in rows])
+        k = summary.pop("worst")
+        out.update(summary)
+        if k is not None:
+            worst = rows[k]
+            out.update(worst_id=worst.point.id, worst_metric=worst.expect.metric,
                        worst_point=f"{worst.point.id} ({worst.expect.metric})")
         return out
 

@@ -34,6 +34,11 @@ class Validator:
         return convert_value(f"1 {unit}", self.lib.item(node).dim, file=p.file, line=p.line,
                              node=p.id)
 
+    def measured(self, p: Point, e) -> float:
+        """An expect row's measured value in its node's coherent units."""
+        return convert_value(f"{e.value} {e.unit}", self.lib.item(e.node).dim, file=p.file,
+                             line=p.line, node=p.id)
+
     def evaluate_point(self, p: Point, overrides: dict | None = None) -> list[Row]:
         """Rows of one supported point; ``overrides`` (encoded values) apply on top (for --fit)."""
         rows = [Row(p, e) for e in p.expects]
@@ -61,9 +66,7 @@ class Validator:
                                         node=p.id)
                 for r in group:
                     scale = self.unit_scale(r.expect.node, r.expect.unit, p)
-                    measured = convert_value(f"{r.expect.value} {r.expect.unit}",
-                                             self.lib.item(r.expect.node).dim, file=p.file,
-                                             line=p.line, node=p.id)
+                    measured = self.measured(p, r.expect)
                     pred = res.scalar(r.expect.node)
                     r.predicted, r.measured = pred / scale, measured / scale
                     r.error = pred / measured - 1 if measured else None
