@@ -272,3 +272,37 @@ def test_tied_embedding_allreduce_between_first_and_last_stage(model):
         r.scalar("step_embedding_comm_time"), rel=0.05)  # untying also grows the last stage a little
     flat = model.evaluate({**v, "tied_embeddings": 1, "pp": 1, "dp": 128}, outputs=outs)
     assert flat.scalar("step_embedding_comm_time") == 0
+
+
+def _quoted_fit_commands():
+    """Every `flopsheet validate ... --fit ...` command a preset or formula quotes as a constant's source."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    found = set()
+    for path in sorted((root / "templates").rglob("*.yaml")) + sorted((root / "formulas").rglob("*.yaml")):
+        for cmd in re.findall(r"`(flopsheet validate [^`]*--fit [^`]*)`", path.read_text(encoding="utf-8")):
+            found.add((path.relative_to(root).as_posix(), cmd))
+    return sorted(found)
+
+
+QUOTED_FITS = _quoted_fit_commands()
+
+
+def test_presets_quote_their_fit_commands():
+    # the constants fitted on validation rows: Hopper (GEMM, FP8, attention, serving), Blackwell (GEMM and
+    # attention), GB300, TPU v5p, the vTrain fabric, MI300X's Infinity Fabric, the MoE and host constants
+    assert len(QUOTED_FITS) >= 14
+
+
+@pytest.mark.parametrize("where,command", QUOTED_FITS, ids=[f"{w}:{i}" for i, (w, _) in enumerate(QUOTED_FITS)])
+def test_quoted_fit_command_runs(where, command, capsys):
+    """A source that quotes a fit command must be a command that runs today: its families, ids (--only) and inputs
+    still exist and select rows. (The fitted number may move with the model; the presets record re-checks.)"""
+    import shlex
+    pytest.importorskip("scipy")
+    from flopsheet.cli import main
+    args = shlex.split(command)[1:]
+    assert main(args) == 0, (where, command)
+    out = capsys.readouterr().out
+    assert "fitted on" in out and " -> " in out, (where, out[-500:])
