@@ -96,9 +96,9 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
         loss: str = "linear") -> dict:
     """Fit the global inputs ``names`` on the counted rows of the families (or point ids) ``on``
     among ``points``, keeping those whose id contains one substring of every group in ``only``;
-    ``fixed`` (a number or a choice name per input) is held, for the fit and for both reports. Reports the fitted
-    values and the error before (the shipped values) and after, on the fit set and on the rest of
-    the supported ``points``."""
+    ``fixed`` (a number or a choice name per input) is held for the fit and both reports. Reports
+    the fitted values and the error before (the shipped values) and after, on the fit set and on
+    the rest of the supported ``points``."""
     from scipy.optimize import least_squares
 
     lib = validator.lib
@@ -113,7 +113,8 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
     fams = {f.strip() for f in on.split(",") if f.strip()}
     keep = lambda p: all(any(s in p.id for s in group) for group in (only or []))  # noqa: E731
     train = [p for p in points if p.supported and (p.family in fams or p.id in fams) and keep(p)]
-    rest = [p for p in points if p.supported and p not in train]
+    chosen = {id(p) for p in train}
+    rest = [p for p in points if p.supported and id(p) not in chosen]
     if not train:
         raise ScenarioError(f"--on `{on}`{' with --only' if only else ''} selects no supported "
                             f"point (families: {', '.join(sorted({p.family for p in points}))})")
@@ -140,7 +141,8 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
     before, after = err(fit_rows, fixed), err(fit_rows, {**fixed, **fitted})
     rest_before, rest_after = err(rest_rows, fixed), err(rest_rows, {**fixed, **fitted})
     return {"names": list(names), "shipped": ships, "fitted": fitted,
-            "fixed": {n: str(v) for n, v in held.items()}, "loss": loss, "fit_on": sorted(fams), "only": only or [],
+            "fixed": {n: str(v) for n, v in held.items()}, "loss": loss, "fit_on": sorted(fams),
+            "only": only or [],
             "fit_points": len(train), "rest_points": len(rest),
             "fit_before": stats(before, fit_rows.ids), "fit_after": stats(after, fit_rows.ids),
             "rest_before": stats(rest_before, rest_rows.ids),

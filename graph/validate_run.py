@@ -40,7 +40,7 @@ class Validator:
                              line=p.line, node=p.id)
 
     def evaluate_point(self, p: Point, overrides: dict | None = None) -> list[Row]:
-        """Rows of one supported point; ``overrides`` (encoded values) apply on top (for --fit)."""
+        """Rows of one supported point; ``overrides`` (encoded values) apply on top (what-if runs)."""
         rows = [Row(p, e) for e in p.expects]
         groups: dict[str, list[Row]] = {}
         for r in rows:
