@@ -67,8 +67,8 @@ def register(sub, *, common) -> None:
                    help="print the per-category accuracy table as Markdown (the README section)")
     v.add_argument("--xlsx", metavar="F", help="also write the results to F (.xlsx)")
     v.add_argument("--fit", metavar="A[,B]", help="fit these global calibration inputs (e.g. "
-                   "gemm_efficiency) on the --on families and report the error on the rest; "
-                   "nothing is written back")
+                   "gemm_efficiency) on the --on families and report the error there and on the "
+                   "held-out points that share the inputs' shipped values; nothing is written back")
     v.add_argument("--on", metavar="F[,G]", help="families (or point ids) to fit on, with --fit")
     v.add_argument("--only", action="append", default=[], metavar="S[,T]", help="with --fit: fit "
                    "only the --on points whose id contains one of these substrings (e.g. b200 for "
@@ -79,8 +79,8 @@ def register(sub, *, common) -> None:
     v.add_argument("--loss", choices=LOSSES, help="with --fit: least-squares "
                    "loss on log(predicted / measured) - linear (mean squared log error, the "
                    "default) or soft_l1 (scale 5 %%, robust to a family's few outlying rows)")
-    v.add_argument("--dump", action="store_true", help="with --fit: list every fitted row's error "
-                   "before and after")
+    v.add_argument("--dump", action="store_true", help="with --fit: list every fitted and held-out "
+                   "row's error before and after")
     common(v, scenario=False)
     v.set_defaults(func=cmd_validate)
 
@@ -105,19 +105,23 @@ def cmd_validate(args) -> int:
             return 0
         ids = "".join(f" (ids with {' or '.join(g)})" for g in only)
         print(f"fitted on {', '.join(out['fit_on'])}{ids} ({out['fit_points']} points, "
-              f"{out['fit_after']['compared']} rows, {out['loss']} loss); checked on the other "
-              f"{out['rest_points']} supported points (nothing written back)")
+              f"{out['fit_after']['compared']} rows, {out['loss']} loss); held out: the "
+              f"{out['held_points']} other points with the same shipped values (nothing written "
+              "back)")
         for n, x in out["fixed"].items():
-            print(f"  {n} = {x} (held)")
+            print(f"  {n} = {x} (set)")
         for n in out["names"]:
             was = "/".join(f"{x:.4g}" for x in out["shipped"][n])
             print(f"  {n}: {was} -> {out['fitted'][n]:.4g}")
         if args.dump:
-            for r in sorted(out["fit_rows"], key=lambda r: r["after"]):
-                print(f"    {r['after']:+7.1%}  (was {r['before']:+7.1%})  {r['point']}")
+            for label, key in [("fitted", "fit_rows"), ("held out", "held_rows")]:
+                print(f"  {label}:")
+                for r in sorted(out[key], key=lambda r: r["after"]):
+                    print(f"    {r['after']:+7.1%}  (was {r['before']:+7.1%})  {r['point']}")
         rows = []
         for label, key in [("fit set, shipped", "fit_before"), ("fit set, fitted", "fit_after"),
-                           ("rest, shipped", "rest_before"), ("rest, fitted", "rest_after")]:
+                           ("held out, shipped", "held_before"),
+                           ("held out, fitted", "held_after")]:
             s = out[key]
             rows.append([label, str(s["compared"]), _pct(s["median_abs_error"], False),
                          _pct(s["p90_abs_error"], False), _pct(s["worst_error"])])

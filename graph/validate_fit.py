@@ -84,6 +84,20 @@ def shipped(validator: Validator, rows: Rows, name: str) -> list[float]:
     return sorted(vals)
 
 
+def sharing(validator: Validator, rows: Rows, values: dict) -> np.ndarray:
+    """Which rows give every input in ``values`` one of the values listed for it - the rows that
+    share a fitted constant (the same generation's preset, or the library default)."""
+    mask = np.zeros(len(rows), dtype=bool)
+    for idx, v in rows.batches:
+        ok = np.ones(len(idx), dtype=bool)
+        for name, allowed in values.items():
+            default = float(validator.lib.inputs[name].default)
+            got = v.get(name, np.full(len(idx), default))
+            ok &= np.isin(np.round(got, 12), np.round(allowed, 12))
+        mask[idx] = ok
+    return mask
+
+
 def stats(err: np.ndarray, ids: list) -> dict:
     """The error statistics of some rows (as the report's) and the worst row's point."""
     out = error_stats(err)
@@ -98,7 +112,8 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
     among ``points``, keeping those whose id contains one substring of every group in ``only``;
     ``fixed`` (a number or a choice name per input) is held for the fit and both reports. Reports
     the fitted values and the error before (the shipped values) and after, on the fit set and on
-    the rest of the supported ``points``."""
+    the held-out rows: the other supported ``points`` whose scenarios give the fitted and the set
+    inputs the fit set's shipped values (the rows the refitted constants would move)."""
     from scipy.optimize import least_squares
 
     lib = validator.lib
@@ -139,20 +154,27 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
     fitted = dict(zip(names, map(float, sol.x * scale)))
     err = lambda rows, ov: predict(validator, rows, ov) / rows.measured - 1  # noqa: E731
     before, after = err(fit_rows, fixed), err(fit_rows, {**fixed, **fitted})
-    rest_before, rest_after = err(rest_rows, fixed), err(rest_rows, {**fixed, **fitted})
+    # held out: the other rows that ship the fit set's values of every fitted and set input
+    same = {**ships, **{n: shipped(validator, fit_rows, n) for n in fixed}}
+    share = sharing(validator, rest_rows, same)
+    held_ids = [i for i, keep in zip(rest_rows.ids, share) if keep]
+    rest_before = err(rest_rows, fixed)[share]
+    rest_after = err(rest_rows, {**fixed, **fitted})[share]
     return {"names": list(names), "shipped": ships, "fitted": fitted,
             "fixed": {n: str(v) for n, v in held.items()}, "loss": loss, "fit_on": sorted(fams),
             "only": only or [],
             "fit_points": len(train), "rest_points": len(rest),
+            "held_points": len(set(held_ids)),
             "fit_before": stats(before, fit_rows.ids), "fit_after": stats(after, fit_rows.ids),
-            "rest_before": stats(rest_before, rest_rows.ids),
-            "rest_after": stats(rest_after, rest_rows.ids),
+            "held_before": stats(rest_before, held_ids), "held_after": stats(rest_after, held_ids),
             "fit_rows": [{"point": i, "before": float(b), "after": float(a)}
-                         for i, b, a in zip(fit_rows.ids, before, after)]}
+                         for i, b, a in zip(fit_rows.ids, before, after)],
+            "held_rows": [{"point": i, "before": float(b), "after": float(a)}
+                          for i, b, a in zip(held_ids, rest_before, rest_after)]}
 
 
 def parse_fixed(items: list[str]) -> dict:
-    """``--set name=value`` pairs as text (a number, with a unit if it has one, or a choice name)."""
+    """``--set name=value`` pairs as text (a number, with a unit if it has one, or a choice)."""
     out = {}
     for item in items:
         name, sep, text = item.partition("=")

@@ -85,8 +85,13 @@ def test_validate_fit_reproduces_the_blackwell_fit():
     assert out["fitted"]["attention_efficiency"] == pytest.approx(0.554, abs=0.003)
     # the shipped rounded pair is the "before": both read about 2 % (4.6 % with attention at 0.6)
     assert out["fit_after"]["median_abs_error"] < 0.025 and out["fit_before"]["median_abs_error"] < 0.025
-    # the other dense and MoE rows of those families are reported with the rest, not fitted
+    # held out: the other points on Blackwell's 0.52 / 0.55 (B200, GB200 and B300 MoE rows, B300 dense), not the
+    # Hopper, A100 or GB300 ones, whose constants the fit does not touch
     assert out["rest_points"] == len([p for p in load_points() if p.category == "training" and p.supported]) - 18
+    held = {r["point"] for r in out["held_rows"]}
+    assert out["held_points"] == len(held) == 35 and out["held_before"]["compared"] == 35
+    assert all(("b200" in i or "b300" in i) and "gb300" not in i for i in held)
+    assert not held & set(ids)
 
 
 def test_validate_fit_command_line(capsys):
@@ -98,9 +103,10 @@ def test_validate_fit_command_line(capsys):
             "--set", "attention_efficiency=0.35", "--loss", "soft_l1", "--dump"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "(9 points, 9 rows, soft_l1 loss)" in out and "attention_efficiency = 0.35 (held)" in out
+    assert "(9 points, 9 rows, soft_l1 loss)" in out and "attention_efficiency = 0.35 (set)" in out
     assert "gemm_efficiency: 0.55 -> 0.5517" in out
-    assert sum("train-mcore-h100-weak-" in line and "(was" in line for line in out.splitlines()) == 9
+    fitted_part = out.split("  held out:")[0]
+    assert sum("train-mcore-h100-weak-" in line and "(was" in line for line in fitted_part.splitlines()) == 9
     assert main(["validate", "--fit", "gemm_efficiency", "--on", "megatron-core-h100", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["loss"] == "linear" and got["fitted"]["gemm_efficiency"] == pytest.approx(0.561, abs=0.002)
