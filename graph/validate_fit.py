@@ -34,6 +34,18 @@ class Rows:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def subset(self, keep: np.ndarray) -> "Rows":
+        """The rows where ``keep`` is true, in their order."""
+        new = np.cumsum(keep) - 1  # each kept row's index among the kept ones
+        batches = []
+        for idx, values in self.batches:
+            sel = [j for j, i in enumerate(idx) if keep[i]]
+            if sel:
+                batches.append(([int(new[idx[j]]) for j in sel],
+                                {k: v[sel] for k, v in values.items()}))
+        pick = lambda xs: [x for x, k in zip(xs, keep) if k]  # noqa: E731
+        return Rows(batches, pick(self.nodes), self.measured[keep], pick(self.ids))
+
 
 def collect(validator: Validator, points: list[Point]) -> Rows:
     """The counted rows of the supported ``points``; a row the library cannot evaluate (its
@@ -156,21 +168,20 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
     before, after = err(fit_rows, fixed), err(fit_rows, {**fixed, **fitted})
     # held out: the other rows that ship the fit set's values of every fitted and set input
     same = {**ships, **{n: shipped(validator, fit_rows, n) for n in fixed}}
-    share = sharing(validator, rest_rows, same)
-    held_ids = [i for i, keep in zip(rest_rows.ids, share) if keep]
-    rest_before = err(rest_rows, fixed)[share]
-    rest_after = err(rest_rows, {**fixed, **fitted})[share]
+    held_rows = rest_rows.subset(sharing(validator, rest_rows, same))
+    held_before, held_after = err(held_rows, fixed), err(held_rows, {**fixed, **fitted})
     return {"names": list(names), "shipped": ships, "fitted": fitted,
             "fixed": {n: str(v) for n, v in held.items()}, "loss": loss, "fit_on": sorted(fams),
             "only": only or [],
             "fit_points": len(train), "rest_points": len(rest),
-            "held_points": len(set(held_ids)),
+            "held_points": len(set(held_rows.ids)),
             "fit_before": stats(before, fit_rows.ids), "fit_after": stats(after, fit_rows.ids),
-            "held_before": stats(rest_before, held_ids), "held_after": stats(rest_after, held_ids),
+            "held_before": stats(held_before, held_rows.ids),
+            "held_after": stats(held_after, held_rows.ids),
             "fit_rows": [{"point": i, "before": float(b), "after": float(a)}
                          for i, b, a in zip(fit_rows.ids, before, after)],
             "held_rows": [{"point": i, "before": float(b), "after": float(a)}
-                          for i, b, a in zip(held_ids, rest_before, rest_after)]}
+                          for i, b, a in zip(held_rows.ids, held_before, held_after)]}
 
 
 def parse_fixed(items: list[str]) -> dict:
