@@ -48,7 +48,8 @@ from .validate_points import (CATEGORIES, DEFAULT_TOLERANCE, EXPECT_KEYS,  # noq
 from .validate_report import (SUMMARY_HEAD, Report, Row, markdown, print_text,  # noqa: F401
                               rows_table, status, summary_rows, to_json,
                               unsupported_by_reason, write_xlsx, _pct, _num)
-from .validate_fit import LOSSES, fit, parse_fixed  # noqa: F401
+from .scenario import parse_set
+from .validate_fit import LOSSES, fit  # noqa: F401
 from .validate_run import CHECKS, Validator, select  # noqa: F401
 
 COMMAND = "flopsheet validate --markdown"
@@ -85,6 +86,17 @@ def register(sub, *, common) -> None:
     v.set_defaults(func=cmd_validate)
 
 
+def _held(items: list[str]) -> dict:
+    """``--set name=value`` for a fit: one value per input (the scenario --set parser; no sweeps)."""
+    out = {}
+    for item in items:
+        name, value = parse_set(item)
+        if isinstance(value, list):
+            raise ScenarioError(f"--set `{item}`: a fit holds one value, not a list")
+        out[name] = value
+    return out
+
+
 def cmd_validate(args) -> int:
     lib = load_library(getattr(args, "formulas", None))
     validator = Validator(lib)
@@ -99,7 +111,7 @@ def cmd_validate(args) -> int:
             raise ScenarioError("--fit needs --on FAMILY[,FAMILY] (the points to fit on)")
         only = [[s.strip() for s in group.split(",") if s.strip()] for group in args.only]
         out = fit(validator, points, [n.strip() for n in args.fit.split(",")], args.on,
-                  only=only, fixed=parse_fixed(args.set), loss=args.loss or "linear")
+                  only=only, fixed=_held(args.set), loss=args.loss or "linear")
         if args.json:
             print(json.dumps(out, indent=2))
             return 0
