@@ -89,10 +89,14 @@ def predict(validator: Validator, rows: Rows, overrides: dict | None = None) -> 
     return out
 
 
+def default(validator: Validator, name: str) -> float:
+    """An input's library default as the graph takes it (a choice as its index)."""
+    return float(validator.model.encode(name, validator.lib.inputs[name].default))
+
+
 def shipped(validator: Validator, rows: Rows, name: str) -> list[float]:
     """The distinct values the rows' scenarios give ``name`` (its library default where unset)."""
-    default = float(validator.lib.inputs[name].default)
-    vals = {float(x) for _, v in rows.batches for x in v.get(name, [default])}
+    vals = {float(x) for _, v in rows.batches for x in v.get(name, [default(validator, name)])}
     return sorted(vals)
 
 
@@ -103,8 +107,7 @@ def sharing(validator: Validator, rows: Rows, values: dict) -> np.ndarray:
     for idx, v in rows.batches:
         ok = np.ones(len(idx), dtype=bool)
         for name, allowed in values.items():
-            default = float(validator.lib.inputs[name].default)
-            got = v.get(name, np.full(len(idx), default))
+            got = v.get(name, np.full(len(idx), default(validator, name)))
             ok &= np.isin(np.round(got, 12), np.round(allowed, 12))
         mask[idx] = ok
     return mask
@@ -182,17 +185,6 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
                          for i, b, a in zip(fit_rows.ids, before, after)],
             "held_rows": [{"point": i, "before": float(b), "after": float(a)}
                           for i, b, a in zip(held_rows.ids, held_before, held_after)]}
-
-
-def parse_fixed(items: list[str]) -> dict:
-    """``--set name=value`` pairs as text (a number, with a unit if it has one, or a choice)."""
-    out = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        if not sep or not name.strip() or not text.strip():
-            raise ScenarioError(f"--set `{item}`: expected NAME=VALUE")
-        out[name.strip()] = text.strip()
-    return out
 
 
 def encode_fixed(validator: Validator, fixed: dict) -> dict:

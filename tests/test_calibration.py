@@ -110,6 +110,14 @@ def test_validate_fit_command_line(capsys):
     assert main(["validate", "--fit", "gemm_efficiency", "--on", "megatron-core-h100", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["loss"] == "linear" and got["fitted"]["gemm_efficiency"] == pytest.approx(0.561, abs=0.002)
+    # a held choice input is encoded as the scenario's, and rows sharing its default count as held out
+    assert main(["validate", "--category", "training", "--fit", "gemm_efficiency", "--on", "megatron-core-h100",
+                 "--set", "gemm_quantization=tiles", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["fixed"] == {"gemm_quantization": "tiles"} and got["held_points"] > 100
+    assert main(["validate", "--fit", "gemm_efficiency", "--on", "megatron-core-h100",
+                 "--set", "attention_efficiency=0.3,0.4"]) == 2
+    assert "holds one value" in capsys.readouterr().err
     # the fit's options without --fit are a mistake, not silently ignored
     assert main(["validate", "--category", "cost", "--only", "b200"]) == 2
     assert "--only goes with --fit" in capsys.readouterr().err
