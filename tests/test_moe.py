@@ -135,6 +135,24 @@ def test_permutation_bytes(point):
     assert deepep.scalar("moe_permute_bytes_fwd") == pytest.approx(2 * t * 7168 * 2 * (rows + 8) * 58 / 61, rel=1e-12)
 
 
+def test_fused_experts_dispatch_runs_no_permutation(point):
+    # torchtitan's Dist-MoE (DeepSeek-V3 on 256 GB300, EP 64 in the NVL72 domain): one operation writes every routed
+    # copy into its expert's rows on the target GPU - the all-to-all's NVLink bytes, none of its permutation passes
+    pid = "train-torchtitan-dsv3-671b-256gpu-gb300-pp1"
+    fused, a2a = point(pid), point(pid, ep_dispatcher="alltoall")
+    assert fused.scalar("moe_permute_bytes_fwd") == 0
+    t = 4096  # one 4,096-token sequence per microbatch, tp 1: (2 (1 + 8) + 4 x 8) rows of 7168 bf16 per MoE layer
+    assert a2a.scalar("moe_permute_bytes_fwd") == pytest.approx(2 * t * 7168 * 50 * 58 / 61, rel=1e-12)
+    assert fused.scalar("ep_rank_dedup_factor") == 1 == fused.scalar("ep_scaleout_dedup_factor")
+    assert fused.scalar("ep_alltoall_net_time") == a2a.scalar("ep_alltoall_net_time")
+    # the backward moves the same bytes as the forward (moe_pointwise_time_bwd): 2 passes x 16 microbatches x 61 layers
+    saved = 2 * 16 * 61 * a2a.scalar("moe_permute_bytes_fwd") / a2a.scalar("moe_permute_rate")
+    assert a2a.scalar("step_time") - fused.scalar("step_time") == pytest.approx(saved, rel=0.02)
+    # without expert parallelism the tokens are still permuted locally, as by the all-to-all dispatcher
+    assert point(pid, ep=1, dp=256).scalar("moe_permute_bytes_fwd") == point(
+        pid, ep=1, dp=256, ep_dispatcher="alltoall").scalar("moe_permute_bytes_fwd")
+
+
 def test_dense_models_have_no_moe_cost(point):
     r = point("train-mbridge-25.11-dgx-h100-llama3-70b-64gpu-fp8-cs")
     for n in ("moe_permute_bytes_fwd", "moe_router_pointwise_bytes_fwd", "moe_pointwise_time_fwd",

@@ -67,7 +67,8 @@ def test_kernel_measurements_bound_the_default_from_above():
 
 def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     """The shipped 0.13 is the fit on the 44 Megatron-Bridge points host_time_per_op is fitted on; on the 25
-    held-out MoE rows it lowers the median error (0.40, the vLLM kernel's share, reads 13.0 %, 13.8 % before
+    held-out MoE rows it lowers the median error (0.40, the vLLM kernel's share, reads 12.5 %, 13.0 % before
+    torchtitan's DistMoE rows ran the fused_experts dispatcher, which has no permutation pass, 13.8 % before
     Blackwell's attention efficiency 0.55; 0.13 reads 10.5 %, 12.3 % before MoE layers dropped the dense MLP's
     tensor-parallel collectives)."""
     from flopsheet.library import load_library
@@ -89,7 +90,7 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
         return errors[12]
 
     assert median({}) == pytest.approx(0.105, abs=0.003)
-    assert median({"moe_permute_hbm_fraction": 0.4}) == pytest.approx(0.130, abs=0.003)
+    assert median({"moe_permute_hbm_fraction": 0.4}) == pytest.approx(0.125, abs=0.003)
 
 
 def test_dense_models_do_not_move(point):
