@@ -153,6 +153,30 @@ def test_fused_experts_dispatch_runs_no_permutation(point):
         pid, ep=1, dp=256, ep_dispatcher="alltoall").scalar("moe_permute_bytes_fwd")
 
 
+def test_contiguous_routing_reaches_fewer_gpus(point):
+    # NeMo AutoModel's fake balanced gate sends token t to experts 8t ... 8t + 7 (mod 128): on EP 8 each GPU holds 16
+    # consecutive experts, so every token reaches one GPU, where random routing reaches 8 (1 - (7/8)^8) = 5.25
+    qwen = "train-automodel-h100-qwen3-30b-a3b-8gpu"
+    contiguous, random = point(qwen), point(qwen, moe_routing_pattern="random")
+    assert contiguous.scalar("ep_gpus_per_token") == 1
+    assert random.scalar("ep_gpus_per_token") == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert contiguous.scalar("ep_rank_dedup_factor") == 1 / 8
+    fixed = contiguous.scalar("collective_launch_latency") + contiguous.scalar("scaleup_simple_hop_latency")
+    assert contiguous.scalar("ep_alltoall_net_time") - fixed == pytest.approx(
+        (random.scalar("ep_alltoall_net_time") - fixed) / (8 * (1 - (7 / 8) ** 8)), rel=1e-12)
+    # DeepEP permutes the received rows (one per token and GPU) into the 8 expert copies and back: 2 (1/8 + 1) 8 rows
+    t = 4 * 4096  # micro-batch 4 of 4,096 tokens, tp 1
+    assert contiguous.scalar("moe_permute_bytes_fwd") == pytest.approx(2 * t * 2048 * 2 * (1 / 8 + 1) * 8, rel=1e-12)
+    # DeepSeek-V3 on EP 64 (4 local experts): 8 consecutive experts span 1 + (8 - 4)/4 = 2 GPUs, all in one 8-GPU node
+    dsv3 = point("train-automodel-h100-deepseek-v3-256gpu")
+    assert dsv3.scalar("ep_gpus_per_token") == 2 and dsv3.scalar("ep_domains_per_token") == 1
+    assert point("train-automodel-h100-deepseek-v3-256gpu", moe_routing_pattern="random").scalar(
+        "ep_domains_per_token") == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    # top-8 of 128 on EP 32 (4 local experts): 2 GPUs; on EP 128 (1 local expert): 8
+    assert point(qwen, ep=32, dp=32).scalar("ep_gpus_per_token") == 2
+    assert point(qwen, ep=128, dp=128).scalar("ep_gpus_per_token") == 8
+
+
 def test_dense_models_have_no_moe_cost(point):
     r = point("train-mbridge-25.11-dgx-h100-llama3-70b-64gpu-fp8-cs")
     for n in ("moe_permute_bytes_fwd", "moe_router_pointwise_bytes_fwd", "moe_pointwise_time_fwd",
