@@ -294,3 +294,13 @@ def test_deepseek_v3_with_the_gqa_stand_in_for_mla(ev):
     # 36.7B for the count without the input embedding.
     assert active / (37 * B) - 1 == pytest.approx(0, abs=0.02)
     assert (active - V * H) / (36.7 * B) - 1 == pytest.approx(0, abs=0.005)
+
+
+def test_gpt_oss_sizes_match_the_model_card(ev):
+    # OpenAI 2025 model card (arXiv 2508.10925), Sec. 2: 116.83B / 20.91B total, 5.13B / 3.61B active per token;
+    # its active count includes the unembedding but not the embedding (one 201,088 x 2,880 matrix)
+    embedding = 201088 * 2880
+    for name, total_b, active_b in (("gpt-oss-120b", 116.83, 5.13), ("gpt-oss-20b", 20.91, 3.61)):
+        total, active = params(ev, name)
+        assert total / B == pytest.approx(total_b, abs=0.01), name
+        assert (active - embedding) / B == pytest.approx(active_b, abs=0.01), name
