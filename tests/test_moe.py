@@ -260,6 +260,24 @@ def test_pipeline_schedules(point, schedule, bubble_of):
     assert r.scalar("pipeline_param_copies") == (2 if schedule == "dualpipe" else 1)
 
 
+def test_each_pipeline_flush_fills_and_drains(point):
+    # NeMo AutoModel's DeepSeek-V3 on 1,024 H100: 32 microbatches per step run as 4 gradient-accumulation steps, each
+    # its own interleaved schedule (PP 4 x VP 8) of 8: four bubbles of (p - 1)/v slots instead of one, the same work
+    pid = "train-automodel-h100-deepseek-v3-1024gpu"
+    four, one = point(pid), point(pid, pipeline_flushes=1)
+    assert four.scalar("microbatches") == 32 and four.scalar("schedule_microbatches") == 8
+    m = four.scalar("microbatch_time")
+    assert one.scalar("step_bubble_time") == pytest.approx(3 / 8 * (m - four.scalar("logits_time") * 3 / 4))
+    assert four.scalar("step_bubble_time") == pytest.approx(4 * one.scalar("step_bubble_time"))
+    assert four.scalar("step_compute_time") == one.scalar("step_compute_time")
+    # the first stage holds p (1 + (p-1)/(p v)) microbatches either way: 8 and 32 both exceed p = 4
+    assert four.scalar("pipeline_inflight_microbatches") == one.scalar("pipeline_inflight_microbatches")
+    # 2 microbatches per schedule cap it below p; the step's batch must split into whole schedules
+    assert point(pid, pipeline_flushes=16).scalar("pipeline_inflight_microbatches") == \
+        pytest.approx(2 * (1 + 3 / 32))
+    assert not point(pid, pipeline_flushes=3).scalar("batch_divisible")
+
+
 def test_dualpipe_pairs_the_mirrored_stages(point):
     # DualPipe (DeepSeek-V3 report, Sec. 3.2.1, Fig. 5): device i holds stage i of one model copy and stage
     # pp-1-i of the other, half the microbatches go each way, so the end device runs the mean of the first and
