@@ -209,7 +209,8 @@ def to_json(report: Report, categories: list[str]) -> dict:
                   "metric": r.expect.metric, "node": r.expect.node, "unit": r.expect.unit,
                   "predicted": r.predicted, "measured": r.measured, "error": r.error,
                   "tolerance": r.expect.tolerance, "within_tolerance": r.within,
-                  "counted": r.expect.counted, "flags": r.flags, "problem": r.problem}
+                  "counted": r.expect.counted, "flags": r.flags, "problem": r.problem,
+                  "note": r.expect.note or r.point.note}
                  for r in report.rows],
         "unsupported": [{"point": p.id, "family": p.family, "category": p.category,
                          "reason": p.unsupported} for p in report.points if not p.supported],
@@ -218,28 +219,37 @@ def to_json(report: Report, categories: list[str]) -> dict:
     }
 
 
+def _append(ws, values: list) -> None:
+    """Append a row whose text stays text: openpyxl stores a string that starts with ``=`` as
+    a formula, and ids, sources and reasons come from validation files users share."""
+    ws.append(values)
+    for cell in ws[ws.max_row]:
+        if isinstance(cell.value, str):
+            cell.data_type = "s"
+
+
 def write_xlsx(report: Report, categories: list[str], path: str) -> None:
     """A plain results workbook (numbers, not live formulas: the points are many scenarios)."""
     from openpyxl import Workbook
     wb = Workbook()
     ws = wb.active
     ws.title = "Summary"
-    ws.append(SUMMARY_HEAD)
+    _append(ws, SUMMARY_HEAD)
     for c in categories:
         s = report.stats(c)
-        ws.append([c, s["points"], s["supported"], s["compared"], s["median_abs_error"],
-                   s["p90_abs_error"], s["worst_error"], s["worst_point"]])
+        _append(ws, [c, s["points"], s["supported"], s["compared"], s["median_abs_error"],
+                     s["p90_abs_error"], s["worst_error"], s["worst_point"]])
     ws = wb.create_sheet("Points")
-    ws.append(["point", "family", "category", "metric", "node", "predicted", "measured", "unit",
-               "error", "tolerance", "counted", "source"])
+    _append(ws, ["point", "family", "category", "metric", "node", "predicted", "measured", "unit",
+                 "error", "tolerance", "counted", "source", "note"])
     for r in report.rows:
-        ws.append([r.point.id, r.point.family, r.point.category, r.expect.metric, r.expect.node,
-                   r.predicted, r.measured, r.expect.unit, r.error, r.expect.tolerance,
-                   r.expect.counted, r.point.source])
+        _append(ws, [r.point.id, r.point.family, r.point.category, r.expect.metric, r.expect.node,
+                     r.predicted, r.measured, r.expect.unit, r.error, r.expect.tolerance,
+                     r.expect.counted, r.point.source, r.expect.note or r.point.note])
     ws = wb.create_sheet("Unsupported")
-    ws.append(["point", "family", "category", "reason"])
+    _append(ws, ["point", "family", "category", "reason"])
     for p in report.points:
         if not p.supported:
-            ws.append([p.id, p.family, p.category, p.unsupported])
+            _append(ws, [p.id, p.family, p.category, p.unsupported])
     from .atomic import atomic_write
     atomic_write(path, wb.save)

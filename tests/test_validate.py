@@ -467,6 +467,31 @@ def test_a_broken_point_is_an_error_not_an_inaccuracy(tmp_path, validator):
     assert row.predicted == pytest.approx(18) and row.error == pytest.approx(-0.1)
 
 
+def test_results_workbook_keeps_shared_text_as_text(tmp_path, validator):
+    """A validation file is shared text: a source, note or reason starting with ``=`` is written
+    into the results workbook as text, never as a formula; the JSON rows carry the note."""
+    from openpyxl import load_workbook
+    from flopsheet.validate_report import to_json, write_xlsx
+    text = ("category: memory\n"
+            "source: \"=HYPERLINK(\\\"http://example.invalid\\\", \\\"x\\\")\"\n"
+            "points:\n"
+            "  p1:\n    values: {params_per_gpu: 1e9}\n"
+            "    expect:\n      - {metric: m, node: model_state_memory, value: 18, unit: GB, note: \"=1+1\"}\n"
+            "  p2:\n    unsupported: \"=SUM(A1:A9) later\"\n"
+            "    expect:\n      - {metric: m, node: model_state_memory, value: 1, unit: GB}\n")
+    rep = validator.run(load_family(_family(tmp_path, text)))
+    path = tmp_path / "results.xlsx"
+    write_xlsx(rep, ["memory"], str(path))
+    wb = load_workbook(path)
+    points = {row[0].value: row for row in wb["Points"].iter_rows(min_row=2)}
+    source, note = points["p1"][11], points["p1"][12]
+    assert source.value.startswith("=HYPERLINK") and source.data_type == "s"
+    assert note.value == "=1+1" and note.data_type == "s"
+    (reason,) = [row[3] for row in wb["Unsupported"].iter_rows(min_row=2)]
+    assert reason.value.startswith("=SUM") and reason.data_type == "s"
+    assert [r["note"] for r in to_json(rep, ["memory"])["rows"]] == ["=1+1"]
+
+
 def test_cli_validate_json(capsys):
     from flopsheet.cli import main
     assert main(["validate", "--category", "memory", "--json"]) == 0
