@@ -43,6 +43,11 @@ class Row:
     def within(self) -> bool:
         return self.error is not None and abs(self.error) <= self.expect.tolerance
 
+    @property
+    def note(self) -> str:
+        """What the files say about this row's error - its expect's note, else its point's."""
+        return self.expect.note or self.point.note
+
 
 @dataclass
 class Report:
@@ -210,7 +215,7 @@ def to_json(report: Report, categories: list[str]) -> dict:
                   "predicted": r.predicted, "measured": r.measured, "error": r.error,
                   "tolerance": r.expect.tolerance, "within_tolerance": r.within,
                   "counted": r.expect.counted, "flags": r.flags, "problem": r.problem,
-                  "note": r.expect.note or r.point.note}
+                  "note": r.note}
                  for r in report.rows],
         "unsupported": [{"point": p.id, "family": p.family, "category": p.category,
                          "reason": p.unsupported} for p in report.points if not p.supported],
@@ -245,7 +250,7 @@ def write_xlsx(report: Report, categories: list[str], path: str) -> None:
     for r in report.rows:
         _append(ws, [r.point.id, r.point.family, r.point.category, r.expect.metric, r.expect.node,
                      r.predicted, r.measured, r.expect.unit, r.error, r.expect.tolerance,
-                     r.expect.counted, r.point.source, r.expect.note or r.point.note])
+                     r.expect.counted, r.point.source, r.note])
     ws = wb.create_sheet("Unsupported")
     _append(ws, ["point", "family", "category", "reason"])
     for p in report.points:
