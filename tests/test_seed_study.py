@@ -90,15 +90,17 @@ def test_each_step_is_bounded_by_the_hardware_ratio_it_changes(tool, model, rows
 
 
 # Measured with `python tools/seed_study.py` (the model's ratio; NVIDIA's / Kundu et al.'s in brackets).
+#: 2.79 / 1.78 / 2.31 / 4.95 / 6.44 while the data-parallel traffic counted as fully hidden (before 2026-11-28; now it
+#: is exposed beyond one microbatch's compute, formulas/training/step.yaml dp_overlap_bound, which slows HGX B200 most).
 #: The A100 ratios were 2.98 / 5.23 / 6.96 before A100 streamed FlashAttention's K/V once per wave (2026-11-27),
 #: 2.89 / 1.75 / 2.34 / 5.07 / 6.75 before the token permutation ran at its Megatron-Bridge fit (0.13 of peak HBM),
 #: 2.87 / 1.76 / 2.34 / 5.06 / 6.70 before the MoE layers dropped the dense MLP's TP collectives and gathered their
 #: routed rows over expert TP 8 (formulas/parallel/comm.yaml tp_mlp_collective_share, etp_token_collective_time).
-MEASURED = {"H100 FP8 / A100 BF16": 2.79,                        # ("up to 9x", another model)
-            "HGX B200 / HGX H100": 1.78,                         # (3x)
-            "GB200 NVL72 / HGX H100": 2.31,                      # (4x)
-            "B200 / A100 (Kundu et al.), vs HGX B200": 4.95,     # (~35x)
-            "B200 / A100 (Kundu et al.), vs GB200 NVL72": 6.44}  # (~35x)
+MEASURED = {"H100 FP8 / A100 BF16": 2.71,                        # ("up to 9x", another model)
+            "HGX B200 / HGX H100": 1.67,                         # (3x)
+            "GB200 NVL72 / HGX H100": 2.37,                      # (4x)
+            "B200 / A100 (Kundu et al.), vs HGX B200": 4.54,     # (~35x)
+            "B200 / A100 (Kundu et al.), vs GB200 NVL72": 6.43}  # (~35x)
 #: Why the model gives about half of the published ratios (stated, not fitted away):
 #: (1) calibration - the library's sustained GEMM rate is 0.75 of peak on A100 but 0.55 x 0.90 = 0.50
 #:     of the FP8 peak on Hopper (fitted on Megatron-Core H100 and NeMo 24.07 H100 FP8 points) and
@@ -173,7 +175,7 @@ def test_software_assumptions_do_not_reach_the_projections(tool, model):
     alone = v["compute alone (no bubble, no communication)"]
     assert alone["b200/h100"] == pytest.approx(2.10, rel=0.02)
     assert alone["gb200/h100"] == pytest.approx(2.28, rel=0.02)
-    assert v["all three overlaps + interleaving"]["b200/h100"] == pytest.approx(2.05, rel=0.02)
+    assert v["all three overlaps + interleaving"]["b200/h100"] == pytest.approx(1.80, rel=0.02)  # 2.05 with DP hidden
     for r in v.values():
         assert r["b200/h100"] < 3.0 and r["gb200/h100"] < 4.0 and r["gb200/a100"] < 35, r["label"]
         assert abs(r["gb200/h100"] - base["gb200/h100"]) <= 0.33, r["label"]
@@ -181,8 +183,10 @@ def test_software_assumptions_do_not_reach_the_projections(tool, model):
 
 def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
     """--retune searches each system's layout (the fixed one is among the candidates, so it can only
-    be as fast or faster). Measured: GB200 NVL72 / HGX H100 3.41x (published 4x), HGX B200 / HGX H100
-    2.62x (3x), GB200 NVL72 / A100 8.88x (~35x) - the 80 GB GPUs keep expert TP 8, so they also hold its
+    be as fast or faster). Measured: GB200 NVL72 / HGX H100 3.29x (published 4x), HGX B200 / HGX H100
+    1.86x (3x), GB200 NVL72 / A100 8.44x (~35x) with the data-parallel traffic exposed beyond one
+    microbatch's compute (2026-11-28: HGX H100 6.04 s, HGX B200 3.25 s, GB200 NVL72 1.84 s, each on DP 256-512
+    over 400G or 800G NICs); 3.41x, 2.62x and 8.88x with it fully hidden - the 80 GB GPUs keep expert TP 8, so they also hold its
     gathered expert inputs (8 x the dispatched rows) and settle on CP 2 and 4 stages of 6 chunks (HGX H100
     5.23 -> 5.62 s); 3.19x, 2.45x and 8.65x before that buffer was counted; with the expert-TP gathers
     modelled HGX H100 keeps expert TP 8 and pays them (4.90 -> 5.23 s), GB200 NVL72 moves from expert TP 8
@@ -195,9 +199,9 @@ def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
         assert b["step_time"] <= fixed[f"seed-gpt-moe-1.8t-{s}"] * (1 + 1e-9), s
     ratio = {k: best[a]["step_time"] / best[b]["step_time"] for k, a, b in
              [("b200", "h100", "b200"), ("gb200", "h100", "gb200-nvl72"), ("a100", "a100", "gb200-nvl72")]}
-    assert ratio["b200"] == pytest.approx(2.62, rel=0.02)
-    assert ratio["gb200"] == pytest.approx(3.41, rel=0.02)
-    assert ratio["a100"] == pytest.approx(8.88, rel=0.02)
+    assert ratio["b200"] == pytest.approx(1.86, rel=0.02)
+    assert ratio["gb200"] == pytest.approx(3.29, rel=0.02)
+    assert ratio["a100"] == pytest.approx(8.44, rel=0.02)
 
 
 def test_gpt_moe_1_8t_parameter_count(model):

@@ -111,14 +111,14 @@ DOC = """\
   (validation/assumptions/dgxc-nemo-24.09-h100), except what each recipe's configure.sh sets: the attention backend
   (the Llama 3.1 and Nemotron-4 15B scripts run TransformerEngine's cuDNN fused attention, the Nemotron-4 340B and
   GPT-3 175B ones disable it and run FlashAttention-2) and FP8 weights (+model.fp8_params on the Llama and Nemotron
-  recipes). What the rows show (flopsheet validate --family dgxc-benchmarking-h100, 2026-11-27): median 2.9 %, worst
-  -13.8 %; Llama 3.1 8B BF16 +6.6..+8.3 %, FP8 +1.1..+2.8 %, Nemotron-4 15B -3.0..+2.5 %.
+  recipes). What the rows show (flopsheet validate --family dgxc-benchmarking-h100, 2026-11-28): median 3.1 %, worst
+  -10.4 %; Llama 3.1 8B BF16 +6.6..+8.3 %, FP8 +1.1..+2.8 %, Nemotron-4 15B -3.0..+2.5 %.
   The measured step grows with the data-parallel degree at a fixed per-GPU load - Nemotron-4 340B FP8 3.16 -> 3.49 s
   and BF16 4.61 -> 4.84 s from 128 to 2,048 GPUs, Llama 3.1 405B FP8 11.31 -> 12.35 s from 1,152 to 2,304 - where the
-  model, hiding all data-parallel traffic behind compute, stays flat. With dp_overlap_bound yes (the overlapped traffic
-  exposed beyond one microbatch's stage compute) the Nemotron rows read -3.9..+2.4 % (the exposed 0.10 -> 0.34 s
-  matches their growth) but the 405B jump at 2,304 GPUs stays unexplained and the bound is off by default for the
-  Megatron-Core weak-scaling and MaxText rows it breaks (formulas/training/step.yaml). On Llama 3.1 70B, GPT-3 175B and
+  model would stay flat if it hid all data-parallel traffic behind compute (the rule until 2026-11-28: Nemotron-4
+  340B -13.8..-1.1 %). With the traffic exposed beyond one microbatch's stage compute (dp_overlap_bound yes, the
+  default since; formulas/training/step.yaml) the Nemotron rows read -7.1..+2.4 % and the exposed time grows with the
+  data-parallel degree as the measured steps do; the 405B jump at 2,304 GPUs (-6.9 %) stays unexplained. On Llama 3.1 70B, GPT-3 175B and
   Nemotron-4 340B the FP8 rows read fast where their BF16 twins read slow or close: the measured FP8 speed-up is below
   the model's (Llama 3.1 70B 1.34x against 1.50x at 64 GPUs with cuDNN attention, GPT-3 175B 1.48x against 1.61x at
   128), while Llama 3.1 8B, 405B and Nemotron-4 15B FP8 rows sit within -8.5..+2.8 %. The Hopper gemm_efficiency
