@@ -80,7 +80,7 @@ EXTRA_FAMILIES = {"vtrain-multi", "megatron-bridge-blackwell", "torchtitan-memor
                   "mlperf-training-v4.0",  # MLPerf Training v4.0 GPT-3 175B step times from NVIDIA's result logs, 512-11,616 H100 (3, held out)
                   "mlperf-training-v5.0",  # MLPerf Training v5.0 Llama 3.1 405B step times (7, held out)
                   "mlperf-training-v5.1",  # MLPerf Training v5.1 Llama 3.1 8B step times (4, held out)
-                  "mlperf-training-v6.0"}  # MLPerf Training v6.0 DeepSeek-V3 and gpt-oss-20b step times on GB300 NVL72 (4, held out)  # MLPerf Training v5.1 Llama 3.1 8B step times on GB300/GB200 NVL72, 72 and 512 GPUs (4, held out)  # MLPerf Training v5.0 Llama 3.1 405B step times from NVIDIA's result logs, 512-8,192 H100 and 256-512 GB200 (7, held out)  # DGX Cloud Benchmarking NeMo H100 step times, Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B, GPT-3 175B, Grok-1 314B (88, held out)
+                  "mlperf-training-v6.0"}  # MLPerf Training v6.0 DeepSeek-V3 and gpt-oss-20b step times on GB300 NVL72 (4, held out)
 
 
 def base_metric(metric: str) -> tuple[str, str | None]:
