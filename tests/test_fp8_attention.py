@@ -76,3 +76,11 @@ def test_fp8_output_layer_by_hand(point):
     r = point(DSV3, fp8_scope="routed_experts", fp8_output_layer="yes")
     assert r.scalar("non_expert_gemm_flops_rate") == pytest.approx(989e12 * 0.55, rel=1e-12)
     assert fp8_head.scalar("logits_time") < bf16_head.scalar("logits_time")
+
+
+def test_serving_attention_follows_the_same_switch(point):
+    pid = "inf-trtllm061-llama2-7b-h100-tp1-bs768-128-128"      # FP8 serving on H100
+    off, on = point(pid), point(pid, fp8_attention="yes")
+    eff = off.scalar("attention_efficiency")
+    assert off.scalar("inference_attention_rate") == pytest.approx(eff * 989e12, rel=1e-12)
+    assert on.scalar("inference_attention_rate") == pytest.approx(eff * 1979e12 * 0.9, rel=1e-12)
