@@ -258,15 +258,18 @@ def test_dp_overlap_bounded_by_its_window(model):
     v = {"hidden": 8192, "heads": 64, "kv_heads": 8, "head_dim": 128, "ffn_hidden": 28672,
          "gated_mlp": 1, "experts": 0, "layers": 80, "seq_len": 4096, "micro_batch": 1, "tp": 8,
          "pp": 1, "dp": 16, "global_batch": 64, "zero_stage": 1, "dp_comm_overlap": 1}
-    outs = ["step_dp_comm_time", "dp_comm_time", "dp_overlap_window", "layers_per_stage",
-            "layer_time_bwd", "layer_time_recompute", "layer_time_fwd"]
+    outs = ["step_dp_comm_time", "dp_comm_time", "dp_param_gather_time", "dp_grad_overlap_window",
+            "dp_gather_overlap_window", "layers_per_stage", "layer_time_bwd", "layer_time_recompute", "layer_time_fwd"]
     free = model.evaluate({**v, "dp_overlap_bound": 0}, outputs=outs)
     bound = model.evaluate({**v, "dp_overlap_bound": 1}, outputs=outs)
     s = bound.scalar
     assert free.scalar("step_dp_comm_time") == 0
-    assert s("dp_overlap_window") == pytest.approx(
-        s("layers_per_stage") * (s("layer_time_bwd") + s("layer_time_recompute") + s("layer_time_fwd")))
-    assert s("step_dp_comm_time") == pytest.approx(max(0.0, s("dp_comm_time") - s("dp_overlap_window")))
+    assert s("dp_grad_overlap_window") == pytest.approx(
+        s("layers_per_stage") * (s("layer_time_bwd") + s("layer_time_recompute")))
+    assert s("dp_gather_overlap_window") == pytest.approx(s("layers_per_stage") * s("layer_time_fwd"))
+    grads = s("dp_comm_time") - s("dp_param_gather_time")
+    assert s("step_dp_comm_time") == pytest.approx(max(0.0, grads - s("dp_grad_overlap_window"))
+                                                   + max(0.0, s("dp_param_gather_time") - s("dp_gather_overlap_window")))
     half = model.evaluate({**v, "dp_overlap_bound": 1, "dp_comm_overlap": 0.5}, outputs=outs)
     assert half.scalar("step_dp_comm_time") == pytest.approx(
         0.5 * s("dp_comm_time") + 0.5 * s("step_dp_comm_time"))
