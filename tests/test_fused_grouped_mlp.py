@@ -57,10 +57,11 @@ def test_one_launch_for_all_local_experts(rows):
 
 
 def test_fusion_moves_the_row_towards_its_measurement(rows):
-    """45,056 tokens/s per GPU measured: the model reads -19.1 % unfused and -13.0 % fused."""
+    """45,056 tokens/s per GPU measured: the model reads -18.1 % unfused and -11.9 % fused (-19.1 / -13.0 % before
+    the overlapped all-to-all took HybridEP's 16 of 148 SMs instead of a flat 18 %, ep_comm_sms)."""
     unfused, fused = rows
-    assert unfused("tokens_per_second_per_gpu") / 45056 - 1 == pytest.approx(-0.191, abs=0.002)
-    assert fused("tokens_per_second_per_gpu") / 45056 - 1 == pytest.approx(-0.130, abs=0.002)
+    assert unfused("tokens_per_second_per_gpu") / 45056 - 1 == pytest.approx(-0.181, abs=0.002)
+    assert fused("tokens_per_second_per_gpu") / 45056 - 1 == pytest.approx(-0.119, abs=0.002)
 
 
 def test_default_is_unfused():

@@ -44,6 +44,25 @@ def test_combined_1f1b_exposes_only_the_excess_and_the_sm_share(point):
     assert 4 * 0.18 * a <= want <= 4 * a
 
 
+def test_dispatch_kernels_hold_their_dispatchers_sms_of_the_gpus(point):
+    """The SM share an overlapped all-to-all takes from compute: Megatron-Core's DeepEP budget (20 SMs) and
+    HybridEP's (16) over the GPU's SMs, 24 for NCCL's all-to-all - on an H100 (132 SMs) and a GB300 (148)."""
+    assert point(ep_dispatcher="deepep").scalar("ep_comm_sm_fraction") == pytest.approx(20 / 132, rel=1e-12)
+    assert point(ep_dispatcher="hybridep").scalar("ep_comm_sm_fraction") == pytest.approx(16 / 132, rel=1e-12)
+    assert point(ep_dispatcher="alltoall").scalar("ep_comm_sm_fraction") == pytest.approx(24 / 132, rel=1e-12)
+    gb300 = point_runner("train-mbridge-26.08-dgx-gb300-deepseekv3-256gpu-mxfp8")
+    r = gb300()
+    assert r.scalar("ep_comm_sms") == 16 and r.scalar("ep_comm_sm_fraction") == pytest.approx(16 / 148, rel=1e-12)
+    # HybridEP moves and permutes the tokens as DeepEP does: only the SM share, so only the overlapped
+    # all-to-all's exposed floor, differs
+    d = gb300(ep_dispatcher="deepep")
+    for node in ("ep_alltoall_net_time", "moe_permute_bytes_fwd", "layer_time_fwd"):
+        assert r.scalar(node) == pytest.approx(d.scalar(node), rel=1e-12), node
+    assert r.scalar("step_ep_comm_time") < d.scalar("step_ep_comm_time")
+    # a scenario's own budget overrides the default (DeepSeek-V3's report: 20 SMs)
+    assert gb300(ep_comm_sms=20).scalar("ep_comm_sm_fraction") == pytest.approx(20 / 148, rel=1e-12)
+
+
 def test_overlap_bound_numbers_by_hand():
     # one all-to-all A = 2.3 ms against blocks of 1.3 (attention fwd), 5.5 (experts bwd), 2.8 (experts fwd)
     # and 2.9 ms (attention bwd), f = 0.18: max(1.0, 0.414) + 3 x 0.414 = 2.242 ms
