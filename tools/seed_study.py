@@ -78,7 +78,8 @@ STEPS = [
     Step("NVLink domain 8 -> 72 GPUs (GB200 NVL72)", use=["systems/gb200-nvl72-superpod"]),
     Step("scale-out 400G -> 800G per GPU (GB200 footnote as recalled, not found)",
          values={"scaleout_nic_bw": "800 Gb/s"}, endpoint="seed-gpt-moe-1.8t-gb200-nvl72"),
-    Step("precision FP8 -> FP4 (not in NVIDIA's training claims)", values={"compute_dtype": "fp4"}),
+    Step("precision FP8 -> NVFP4 (not in NVIDIA's training claims)",
+         values={"compute_dtype": "fp4", "fp8_recipe": "nvfp4"}),
 ]
 
 @dataclass
