@@ -56,7 +56,7 @@ def test_the_bias_adds_join_the_moe_layers_time(point):
                                             + base.scalar("moe_expert_bias_time_bwd")), rel=1e-6)
 
 
-def test_autmodel_adds_both_biases_eagerly():
+def test_automodel_adds_both_biases_eagerly():
     run = point_runner("train-automodel-h100-gpt-oss-120b-64gpu")
     both, fc2 = run(), run(moe_expert_bias_add="fc2_eager")
     assert both.scalar("moe_expert_bias_bytes_fwd") - fc2.scalar("moe_expert_bias_bytes_fwd") \
