@@ -22,9 +22,13 @@ def test_bytes_per_element_of_the_eager_ops(point):
     # backward: the gradient cast up (2 + 4) and back for t (4 + 2), gradient x p and its row sum for b (4 + 4 + 4),
     # gradient x b and its width sum for p (4 + 4 + 4), the split's backward concatenating bf16 slices (2 + 2)
     assert point().scalar("moe_scaled_bias_bytes_per_element_bwd") == 6 + 6 + 12 + 12 + 4
-    # bf16 probabilities: no casts, every pass at 2 bytes
-    assert point(moe_router_score_bytes=2).scalar("moe_scaled_bias_bytes_per_element_fwd") == 2 + 6 + 4
-    assert point(moe_router_score_bytes=2).scalar("moe_scaled_bias_bytes_per_element_bwd") == 12 + 4
+    # the row's router runs in bf16, but HybridEP (as DeepEP) dispatches the probabilities in fp32
+    assert point().scalar("moe_router_score_bytes") == 2 and point().scalar("moe_dispatched_prob_bytes") == 4
+    # through the all-to-all dispatcher the experts get the router's bf16 probabilities: no casts, every pass 2 bytes
+    bf16 = point(ep_dispatcher="alltoall")
+    assert bf16.scalar("moe_scaled_bias_bytes_per_element_fwd") == 2 + 6 + 4
+    assert bf16.scalar("moe_scaled_bias_bytes_per_element_bwd") == 12 + 4
+    assert point(ep_dispatcher="alltoall", moe_router_score_bytes=4).scalar("moe_scaled_bias_bytes_per_element_fwd") == 28
     # the unscaled up-projection bias of AutoModel: t + b and the concatenation forward, b's row sum and the split back
     assert point().scalar("moe_plain_bias_bytes_per_element_fwd") == 8
     assert point().scalar("moe_plain_bias_bytes_per_element_bwd") == 6

@@ -67,7 +67,7 @@ def test_kernel_measurements_bound_the_default_from_above():
 
 def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     """The shipped 0.17 is the robust (soft-L1) fit on all 76 Megatron-Bridge points of the 25.09-26.08 releases (0.172
-    when fitted; 0.176 since the gpt-oss rows price Megatron-Core's eager expert bias adds, moe_expert_bias_add - the
+    when fitted; 0.174 since the gpt-oss rows price Megatron-Core's eager expert bias adds, moe_expert_bias_add - the
     fit set's median 7.3 % either way); on the 53 MoE rows of the other frameworks and reports, held out, it lowers the
     median error from 6.6 % (the previous 0.13, the linear-loss fit on the 44 points of the 25.09-26.02 releases) to
     6.2 % and the rows worse than 20 % from 4 to 3 (6 to 5 before the bias adds)."""
@@ -79,14 +79,14 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
               "megatron-bridge-26.08", "megatron-bridge-gb300", "megatron-bridge-moe", "megatron-bridge-moe-extra"]
     out = fit(validator, points, ["moe_permute_hbm_fraction"], ",".join(bridge), loss="soft_l1")
     assert out["fit_points"] == 76
-    assert out["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.176, abs=0.002)
+    assert out["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.174, abs=0.002)
     assert out["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.17, abs=0.01)   # the shipped value
     # the old value: the squared-log-error fit on the 25.09-26.02 points, which the fast gpt-oss rows pull down (0.133
-    # before the expert bias adds slowed them; 0.149 since)
+    # before the expert bias adds slowed them; 0.141 since)
     old = fit(validator, points, ["moe_permute_hbm_fraction"],
               "megatron-bridge-moe,megatron-bridge-26.02,megatron-bridge-gb300,megatron-bridge")
     assert old["fit_points"] == 44
-    assert old["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.149, abs=0.003)
+    assert old["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.141, abs=0.003)
     moe = ("qwen3", "gpt-oss", "deepseek", "dsv3", "moe", "grok")
     held_out = [p for p in points if p.family not in bridge and any(k in p.id for k in moe) and p.supported]
 
