@@ -88,7 +88,9 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     assert old["fit_points"] == 44
     assert old["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.141, abs=0.003)
     moe = ("qwen3", "gpt-oss", "deepseek", "dsv3", "moe", "grok")
-    held_out = [p for p in points if p.family not in bridge and any(k in p.id for k in moe) and p.supported]
+    # the other frameworks' and reports' rows (Megatron-Bridge 26.04, outside the fit too, is not among them)
+    held_out = [p for p in points if p.family not in bridge + ["megatron-bridge-26.04"] and any(k in p.id for k in moe)
+                and p.supported]
 
     def errors(overrides):
         rows = validator.run(held_out, overrides=overrides).rows
