@@ -87,6 +87,7 @@ EXTRA_FAMILIES = {"vtrain-multi", "megatron-bridge-blackwell", "torchtitan-memor
                   "mlperf-training-v5.0",  # MLPerf Training v5.0 Llama 3.1 405B step times (7, held out)
                   "mlperf-training-v5.1",  # MLPerf Training v5.1 Llama 3.1 8B step times (4, held out)
                   "mlperf-training-v6.0",  # MLPerf Training v6.0 DeepSeek-V3 and gpt-oss-20b step times on GB300 NVL72 (4, held out)
+                  "megatron-olmoe-h100",  # an independent 8xH100 node's Megatron-LM sweep of an OLMoE-style MoE over EP / ETP / TP and the optimizer (9, hand-entered from the logs, held out)
                   "nemo-perf-nvfp4-b200",  # an independent 8xB200 server's NeMo Llama 3 8B/70B runs in BF16/FP8/MXFP8/NVFP4 (10, hand-entered, cited, held out)
                   "nemo-perf-nvfp4-b200-memory",  # the same page's NVFP4 pre-training peak allocated memory (1, held out)
                   "mlperf-training-lora"}  # MLPerf Training v4.1-v5.1 Llama 2 70B LoRA step times, AMD MI300X/MI325X/MI355X and NVIDIA H100/H200/B200/GB200/GB300 (17, held out)
@@ -396,6 +397,7 @@ FAMILY_BOUNDS = {
     ("mlperf-training-v5.0", "training"): (0.03, 0.08),  # 2.7 %, -7.4 % (held out: H100 512-2,560 GPUs +1.0..+2.7 %, 8,192 GPUs -3.3 % (-7.4 % with the data-parallel traffic fully hidden), GB200 NVL72 256 and 512 GPUs -5.1 / -7.4 %)
     ("mlperf-training-v4.1", "training"): (0.13, 0.16),  # 12.3 %, +15.2 % (held out: GPT-3 175B FP8 on 256 / 512 H100 +15.2 / +12.3 %, 64 B200 +9.6 %)
     ("mlperf-training-v4.0", "training"): (0.04, 0.12),  # 3.6 %, +11.1 % with the cuDNN fused attention its configs leave on (0.6 on Hopper; 2.5 %, +12.8 % at 0.35) (held out: MLPerf Training v4.0 GPT-3 175B FP8 on 512 H100 +12.8 % - the measured step 8 % faster than NeMo 24.07's published 512-GPU FP8 row of nearly the same layout, which reads -3.6 %; on 10,752 and 11,616 H100 -2.4 / -2.5 % with the data-parallel traffic exposed beyond one microbatch's compute, -18.2 / -18.3 % fully hidden)
+    ("megatron-olmoe-h100", "training"): (0.22, 0.41),  # 20.9 %, -40.1 % on entry, held out (2026-11-28): expert parallelism 8 reads +3.8 / +2.2 / -7.7 % (64 / 128 / 256 experts), every layout with more local experts slow - EP 1 at 64 and 128 experts -15.5 (plain DDP), -20.9 and -32.2 %, EP 4 x ETP 2 -24.9 % (-35.7 % with TP 2), EP 2 x ETP 4 -40.1 %
     ("nemo-perf-nvfp4-b200", "training"): (0.06, 0.14),  # 5.6 %, +12.7 % on entry, held out (2026-11-28): an independent 8xB200 server's NeMo runs - pre-training 8B BF16 / FP8 delayed / MXFP8 / NVFP4 -7.5 / -4.8 / -1.0 / -6.9 %, SFT 8B BF16 / FP8 / MXFP8 -4.4 / +6.6 / +12.7 %, LoRA 70B BF16 / FP8 / MXFP8 -4.7 / -6.4 / -2.4 %
     ("nemo-perf-nvfp4-b200-memory", "memory"): (0.06, 0.09),  # 5.3 %, +8.5 % on entry, held out: Llama 3 8B pre-training allocated peaks, NVFP4 102.3 vs 100.3 GiB (+2.0 %), BF16 117.0 vs 107.8 GiB (+8.5 %)
 }
