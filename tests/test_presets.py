@@ -249,6 +249,19 @@ def test_nemotron4_15b(ev):
     assert round(2 * 256000 * 6144 / B, 2) == 3.15
 
 
+def test_qwen3_8b(ev):
+    # Qwen/Qwen3-8B model card: "Number of Parameters: 8.2B", "Number of Paramaters
+    # (Non-Embedding): 6.95B". Counted by hand from config.json: per layer Q and O 4096 x 4096,
+    # K and V 4096 x 1024, three SwiGLU matrices 4096 x 12288, two RMSNorm gains; untied input
+    # and output embeddings 151936 x 4096; the final norm. QK-norm gains are not modelled.
+    layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 12288 + 2 * 4096
+    total, active = params(ev, "qwen3-8b")
+    assert total == 36 * layer + 2 * 151936 * 4096 + 4096 == 8_190_726_144
+    assert active == total
+    assert round(total / B, 1) == 8.2
+    assert round((total - 2 * 151936 * 4096) / B, 2) == 6.95
+
+
 def test_qwen3_30b_a3b(ev):
     # Qwen/Qwen3-30B-A3B model card: "Number of Parameters: 30.5B in total and 3.3B activated",
     # "Number of Paramaters (Non-Embedding): 29.9B"; checkpoint 30,532,122,624, of which the
