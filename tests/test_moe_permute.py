@@ -68,12 +68,12 @@ def test_kernel_measurements_bound_the_default_from_above():
 def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     """The shipped 0.17 is the robust (soft-L1) fit on all 76 Megatron-Bridge points of the 25.09-26.08 releases (0.172
     when fitted; 0.174 since the gpt-oss rows price Megatron-Core's eager expert bias adds, moe_expert_bias_add - the
-    fit set's median 7.3 % either way); on the 79 MoE rows of the other frameworks and reports, held out, it lowers the
-    median error from 9.2 % (the previous 0.13, the linear-loss fit on the 44 points of the 25.09-26.02 releases) to
-    7.1 %, though the rows worse than 20 % go from 11 to 12 - the independent OLMoE-style sweep (megatron-olmoe-h100,
+    fit set's median 7.3 % either way); on the 80 MoE rows of the other frameworks and reports, held out, it lowers the
+    median error from 9.7 % (the previous 0.13, the linear-loss fit on the 44 points of the 25.09-26.02 releases) to
+    7.4 %, though the rows worse than 20 % go from 11 to 12 - the independent OLMoE-style sweep (megatron-olmoe-h100,
     nine rows that read fast where many experts are local) prefers the slower permutation; on the 53 rows before that
     sweep and DGX Cloud's 25.05 Grok-1 and DeepSeek-V3 rows were added, the median went 6.6 -> 6.2 % and the rows worse
-    than 20 % 4 -> 3; the four MoE rows of Megatron-Bridge's model-verification runs (megatron-bridge-verification) came
+    than 20 % 4 -> 3; the five MoE rows of Megatron-Bridge's model-verification runs (megatron-bridge-verification) came
     later still (75 rows: 8.6 -> 7.7 %)."""
     from flopsheet.library import load_library
     from flopsheet.validate import Validator, fit, load_points
@@ -100,11 +100,11 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     def errors(overrides):
         rows = validator.run(held_out, overrides=overrides).rows
         errs = sorted(abs(r.error) for r in rows if r.expect.counted and r.error is not None)
-        assert len(errs) == 79
-        return errs[39], sum(e > 0.2 for e in errs)
+        assert len(errs) == 80
+        return (errs[39] + errs[40]) / 2, sum(e > 0.2 for e in errs)
 
     shipped, previous = errors({}), errors({"moe_permute_hbm_fraction": 0.13})
-    assert shipped[0] == pytest.approx(0.071, abs=0.003) and previous[0] == pytest.approx(0.092, abs=0.003)
+    assert shipped[0] == pytest.approx(0.074, abs=0.003) and previous[0] == pytest.approx(0.097, abs=0.003)
     assert (shipped[1], previous[1]) == (12, 11)     # rows worse than 20 %
 
 
