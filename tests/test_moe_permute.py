@@ -76,6 +76,7 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     than 20 % 4 -> 3; the five MoE rows of Megatron-Bridge's model-verification runs (megatron-bridge-verification) came
     later still (75 rows: 8.6 -> 7.7 %)."""
     from flopsheet.library import load_library
+    from flopsheet.scenario import resolve
     from flopsheet.validate import Validator, fit, load_points
     validator = Validator(load_library())
     points = [p for p in load_points() if p.category == "training"]
@@ -91,11 +92,10 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
               "megatron-bridge-moe,megatron-bridge-26.02,megatron-bridge-gb300,megatron-bridge")
     assert old["fit_points"] == 44
     assert old["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.141, abs=0.003)
-    moe = ("qwen3", "gpt-oss", "deepseek", "dsv3", "moe", "grok")
-    # the other frameworks' and reports' rows (Megatron-Bridge 26.04, outside the fit too, is not among them)
-    # (Qwen3-8B is dense: its verification rows carry "qwen3" in their ids but no experts)
-    held_out = [p for p in points if p.family not in bridge + ["megatron-bridge-26.04"] and any(k in p.id for k in moe)
-                and "qwen3-8b" not in p.id and p.supported]
+    # the other frameworks' and reports' rows of mixture-of-experts models (Megatron-Bridge 26.04, outside the fit
+    # too, is not among them)
+    held_out = [p for p in points if p.family not in bridge + ["megatron-bridge-26.04"] and p.supported
+                and resolve(validator.scenario(p), validator.model)["experts"] > 0]
 
     def errors(overrides):
         rows = validator.run(held_out, overrides=overrides).rows
