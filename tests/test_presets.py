@@ -24,6 +24,7 @@ HARDWARE_INPUTS = ["peak_flops_fp32", "peak_flops_bf16", "peak_flops_fp16", "pea
 ARCH_INPUTS = ["layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "seq_len",
                "position_embeddings", "gated_mlp", "linear_bias", "norm_type", "tied_embeddings", "experts"]
 MOE_INPUTS = ["top_k", "shared_experts", "moe_ffn_hidden", "dense_layers", "moe_every"]
+CALIBRATION_INPUTS = ["gemm_efficiency", "attention_efficiency"]
 TENSOR_PEAKS = ["peak_flops_bf16", "peak_flops_fp16", "peak_flops_fp8", "peak_flops_fp4"]
 
 B = 1e9
@@ -80,6 +81,16 @@ def test_hardware_presets_set_every_input_with_a_dated_source(name):
     for inp in HARDWARE_INPUTS:
         src = sc.values[inp].source
         assert re.search(r"\b20[12]\d\b", src), f"{name}.{inp}: source has no year: {src!r}"
+
+
+@pytest.mark.parametrize("name", HARDWARE)
+def test_hardware_presets_state_their_compute_calibration(name):
+    """Every preset writes out (or takes by `use:`) the rates its compute time rests on, each with a source:
+    a generation that silently inherits the library's A100 defaults hides an untraced number."""
+    sc = load_scenario(f"hardware/{name}")
+    for inp in CALIBRATION_INPUTS:
+        assert inp in sc.values, f"{name}: {inp} is inherited from the library default without a word"
+        assert sc.values[inp].source.strip(), f"{name}.{inp}: no source"
 
 
 @pytest.mark.parametrize("name", HARDWARE)
