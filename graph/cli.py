@@ -116,8 +116,10 @@ def _parser() -> argparse.ArgumentParser:
     common(c, scenario=False)
     c.set_defaults(func=_lazy("cmd_check"))
 
-    li = sub.add_parser("list", help="list inputs, nodes or templates")
-    li.add_argument("what", choices=["inputs", "nodes", "templates"])
+    li = sub.add_parser("list", help="list inputs, nodes, templates or calibration constants")
+    li.add_argument("what", choices=["inputs", "nodes", "templates", "calibration"],
+                    help="calibration: every calibration constant's library default and the bundled "
+                         "hardware and system presets that set it, with value and source")
     common(li, scenario=False)
     li.add_argument("--json", action="store_true", help="machine-readable output")
     li.set_defaults(func=_lazy("cmd_list"))

@@ -27,6 +27,8 @@ def cmd_list(args) -> int:
             print(table(rows, ["template", "what"]))
         return 0
     lib = load_library(args.formulas)
+    if args.what == "calibration":
+        return _list_calibration(lib, args.json)
     if args.what == "inputs":
         items = [lib.inputs[n] for n in lib.inputs]
         rows = [[i.name, ("|".join(i.choices) if i.is_choice else i.unit),
@@ -40,6 +42,44 @@ def cmd_list(args) -> int:
         _print_json([dict(zip(head, r)) for r in rows])
     else:
         print(table(rows, head))
+    return 0
+
+
+def calibration_inputs(lib: Library) -> list[str]:
+    """The inputs the library documents as calibration constants (doc begins "Calibration")."""
+    return [n for n, i in lib.inputs.items() if (i.doc or "").lower().startswith("calibration")]
+
+
+def calibration_rows(lib: Library) -> list[dict]:
+    """Each calibration constant's library default, then every bundled hardware or system preset
+    that sets it (itself or through its `use:` chain), with the value, where it is set and its source."""
+    model = Model(lib)
+    names = calibration_inputs(lib)
+    rows = [{"constant": n, "preset": "(library default)", "value": show(lib, n, lib.inputs[n].default),
+             "set_in": f"{lib.inputs[n].file}:{lib.inputs[n].line}", "source": lib.inputs[n].source}
+            for n in names]
+    root = bundled_templates()
+    for kind in ("hardware", "systems"):
+        for p in sorted((root / kind).glob("*.yaml")):
+            ref = f"{kind}/{p.stem}"
+            sc = load_scenario(ref)
+            encoded = resolve(sc, model)
+            rows += [{"constant": n, "preset": ref, "value": show(lib, n, encoded[n]),
+                      "set_in": sc.values[n].origin, "source": sc.values[n].source}
+                     for n in names if n in sc.values]
+    order = {n: k for k, n in enumerate(names)}
+    return sorted(rows, key=lambda r: (order[r["constant"]], r["preset"] != "(library default)", r["preset"]))
+
+
+def _list_calibration(lib: Library, as_json: bool) -> int:
+    rows = calibration_rows(lib)
+    if as_json:
+        _print_json(rows)
+        return 0
+    width = 110  # the terminal table shows the start of each source; --json has it whole
+    cells = [[r["constant"], r["preset"], r["value"], r["set_in"],
+              r["source"] if len(r["source"]) <= width else r["source"][:width - 3] + "..."] for r in rows]
+    print(table(cells, ["constant", "preset", "value", "set in", "source"]))
     return 0
 
 

@@ -12,7 +12,7 @@ from flopsheet.audit import show
 from flopsheet.cli import main
 from flopsheet.evaluate import Model
 from flopsheet.library import load_library
-from flopsheet.scenario import load_scenario, resolve
+from flopsheet.scenario import bundled_templates, load_scenario, resolve
 
 from conftest import SMALL
 
@@ -141,3 +141,23 @@ def test_console_script_entry_point():
     p = subprocess.run([sys.executable, "-m", "flopsheet.cli", "run", "nope"], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.startswith("flopsheet: error:")
+
+
+def test_list_calibration_names_each_constant_per_preset_with_its_origin(capsys):
+    code, out, _ = cli(capsys, "list", "calibration", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    by = {(r["constant"], r["preset"]): r for r in rows}
+    assert by[("gemm_efficiency", "(library default)")]["value"] == "0.75"
+    assert by[("gemm_efficiency", "hardware/b200")]["value"] == "0.52"
+    # a preset that takes the constant through `use:` names the file that set it
+    assert by[("gemm_efficiency", "hardware/gb200")]["set_in"].startswith("templates/hardware/b200.yaml:")
+    assert by[("kernel_launch_overhead", "(library default)")]["value"] == "4 µs"
+    assert by[("scaleout_efficiency", "systems/gcp-tcpxo")]["value"] == "0.91"
+    hardware = {p.stem for p in (bundled_templates() / "hardware").glob("*.yaml")}
+    for constant in ("gemm_efficiency", "attention_efficiency"):
+        assert {r["preset"] for r in rows if r["constant"] == constant} >= {f"hardware/{h}" for h in hardware}
+    long_source = max(rows, key=lambda r: len(r["source"]))["source"]
+    assert len(long_source) > 200  # --json keeps the whole source
+    code, out, _ = cli(capsys, "list", "calibration")
+    assert code == 0 and "hardware/mi355x" in out and "..." in out and long_source not in out
