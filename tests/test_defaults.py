@@ -40,7 +40,8 @@ def pairs():
             unsaid.values.pop(name, None)
         a = v.model.evaluate(resolve(stated, v.model), check=False)
         b = v.model.evaluate(resolve(unsaid, v.model), check=False)
-        out.append((b.scalar("step_time") / a.scalar("step_time"), b.scalar("memory_per_gpu") / a.scalar("memory_per_gpu")))
+        out.append((b.scalar("step_time") / a.scalar("step_time"),
+                    b.scalar("memory_per_gpu") / a.scalar("memory_per_gpu")))
     return out
 
 
@@ -51,8 +52,9 @@ def test_modern_runs_read_nearly_the_same_with_the_settings_left_unsaid(pairs):
     assert 1.0 <= statistics.median(ratios) < 1.05, statistics.median(ratios)
     assert sorted(ratios)[int(0.9 * len(ratios))] < 1.10
     assert max(ratios) < 1.35, max(ratios)  # standard (non-flash) attention recomputes its s x s scores
-    # combined-1F1B MoE steps (Qwen3-235B on H100) read up to 0.2 % faster: the recomputed attention widens the
-    # window the expert all-to-all hides behind by a little more than it adds - a per-layer bound, not a saving
+    # combined-1F1B MoE steps (Qwen3-235B on H100, PP 8) read up to 0.2 % faster: the recomputed attention widens the
+    # window the expert all-to-all hides behind on the most loaded stage (12 layers) by more than it adds to the
+    # compute the step prices (11 layers' worth) - a mismatch of stage counts, not a saving
     assert min(ratios) > 0.99, min(ratios)
 
 
