@@ -28,7 +28,9 @@ def cmd_list(args) -> int:
         return 0
     lib = load_library(args.formulas)
     if args.what == "calibration":
-        return _list_calibration(lib, args.json)
+        from .libsource import BUNDLED
+        with_presets = args.formulas is None or BUNDLED in args.formulas  # presets are written for it
+        return _list_calibration(lib, args.json, with_presets)
     if args.what == "inputs":
         items = [lib.inputs[n] for n in lib.inputs]
         rows = [[i.name, ("|".join(i.choices) if i.is_choice else i.unit),
@@ -50,14 +52,17 @@ def calibration_inputs(lib: Library) -> list[str]:
     return [n for n, i in lib.inputs.items() if (i.doc or "").lower().startswith("calibration")]
 
 
-def calibration_rows(lib: Library) -> list[dict]:
+def calibration_rows(lib: Library, with_presets: bool = True) -> list[dict]:
     """Each calibration constant's library default, then every bundled hardware or system preset
-    that sets it (itself or through its `use:` chain), with the value, where it is set and its source."""
-    model = Model(lib)
+    that sets it (itself or through its `use:` chain), with the value, where it is set and its source.
+    Without the bundled library (`--formulas-only`) its presets do not apply: defaults only."""
     names = calibration_inputs(lib)
     rows = [{"constant": n, "preset": "(library default)", "value": show(lib, n, lib.inputs[n].default),
              "set_in": f"{lib.inputs[n].file}:{lib.inputs[n].line}", "source": lib.inputs[n].source}
             for n in names]
+    if not with_presets:
+        return rows
+    model = Model(lib)
     root = bundled_templates()
     for kind in ("hardware", "systems"):
         for p in sorted((root / kind).glob("*.yaml")):
@@ -71,8 +76,8 @@ def calibration_rows(lib: Library) -> list[dict]:
     return sorted(rows, key=lambda r: (order[r["constant"]], r["preset"] != "(library default)", r["preset"]))
 
 
-def _list_calibration(lib: Library, as_json: bool) -> int:
-    rows = calibration_rows(lib)
+def _list_calibration(lib: Library, as_json: bool, with_presets: bool) -> int:
+    rows = calibration_rows(lib, with_presets)
     if as_json:
         _print_json(rows)
         return 0

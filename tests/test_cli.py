@@ -161,3 +161,12 @@ def test_list_calibration_names_each_constant_per_preset_with_its_origin(capsys)
     assert len(long_source) > 200  # --json keeps the whole source
     code, out, _ = cli(capsys, "list", "calibration")
     assert code == 0 and "hardware/mi355x" in out and "..." in out and long_source not in out
+
+
+def test_list_calibration_of_a_library_of_ones_own_gives_its_defaults(capsys, write_lib):
+    """The bundled presets are written for the bundled library; a --formulas-only library lists its own defaults."""
+    root = write_lib({"net.yaml": SMALL.replace("doc: Link bandwidth", "doc: Calibration - link bandwidth", 1)})
+    code, out, err = cli(capsys, "list", "calibration", "--json", "--formulas-only", "--formulas", str(root))
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["preset"] for r in rows] == ["(library default)"] * len(rows) and rows
