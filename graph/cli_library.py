@@ -28,9 +28,7 @@ def cmd_list(args) -> int:
         return 0
     lib = load_library(args.formulas)
     if args.what == "calibration":
-        from .libsource import BUNDLED
-        with_presets = args.formulas is None or BUNDLED in args.formulas  # presets are written for it
-        return _list_calibration(lib, args.json, with_presets)
+        return _list_calibration(lib, args.json, _bundled_library_in(args))  # presets are written for it
     if args.what == "inputs":
         items = [lib.inputs[n] for n in lib.inputs]
         rows = [[i.name, ("|".join(i.choices) if i.is_choice else i.unit),
@@ -45,6 +43,12 @@ def cmd_list(args) -> int:
     else:
         print(table(rows, head))
     return 0
+
+
+def _bundled_library_in(args) -> bool:
+    """Whether the command's library includes the bundled one (no --formulas-only)."""
+    from .libsource import BUNDLED
+    return args.formulas is None or BUNDLED in args.formulas
 
 
 def calibration_inputs(lib: Library) -> list[str]:
@@ -90,8 +94,7 @@ def _list_calibration(lib: Library, as_json: bool, with_presets: bool) -> int:
 
 def cmd_check(args) -> int:
     lib = load_library(args.formulas)  # parse, names, units, cycles: errors raise here
-    from .libsource import BUNDLED
-    bundled = args.formulas is None or BUNDLED in args.formulas  # the bundled library is in
+    bundled = _bundled_library_in(args)
     reported = _reported_names() if bundled else set()
     problems, warnings = lint(lib, reported)
     if bundled:
