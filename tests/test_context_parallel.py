@@ -26,8 +26,9 @@ def test_ring_is_the_default_and_hides_behind_attention_blocks(point):
     # one step's transfer (~58 us over NVLink) is shorter than one block (~456 us): nothing exposed
     assert r.scalar("cp_p2p_net_time") < r.scalar("cp_attention_block_time_fwd")
     assert r.scalar("cp_comm_exposed_per_microbatch") == 0 and r.scalar("step_cp_comm_time") == 0
-    # before overlap: 32 layers x 3 x (cp - 1) transfers
-    assert r.scalar("cp_comm_time_per_microbatch") == pytest.approx(32 * 3 * r.scalar("cp_p2p_net_time"), rel=1e-12)
+    # before overlap: 3 x (cp - 1) transfers per layer, on all 32 layers of the one stage
+    assert r.scalar("cp_comm_time_per_layer") == pytest.approx(3 * r.scalar("cp_p2p_net_time"), rel=1e-12)
+    assert r.scalar("slowest_stage_layers") == 32
 
 
 def test_ring_across_nodes_is_exposed_by_the_per_step_bound(point):

@@ -52,10 +52,10 @@ def test_modern_runs_read_nearly_the_same_with_the_settings_left_unsaid(pairs):
     assert 1.0 <= statistics.median(ratios) < 1.05, statistics.median(ratios)
     assert sorted(ratios)[int(0.9 * len(ratios))] < 1.10
     assert max(ratios) < 1.35, max(ratios)  # standard (non-flash) attention recomputes its s x s scores
-    # combined-1F1B MoE steps (Qwen3-235B on H100, PP 8) read up to 0.2 % faster: the recomputed attention widens the
-    # window the expert all-to-all hides behind on the most loaded stage (12 layers) by more than it adds to the
-    # compute the step prices (11 layers' worth) - a mismatch of stage counts, not a saving
-    assert min(ratios) > 0.99, min(ratios)
+    # recomputation never makes a step faster: the combined-1F1B MoE steps (Qwen3-235B on H100, PP 8) read up to
+    # 0.2 % faster while the expert all-to-all was counted on the stage with the most layers (12) and the compute on
+    # the slowest (11 layers' worth); since 2026-11-28 both are the slowest stage's
+    assert min(ratios) >= 1.0, min(ratios)
 
 
 def test_their_memory_stays_close_too(pairs):

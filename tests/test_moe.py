@@ -53,8 +53,8 @@ def test_full_recompute_repeats_ep_and_cp_exchanges(point):
     none = point(recompute="none", cp=2, dp=32)
     full = point(recompute="full", cp=2, dp=32)
     assert full.scalar("ep_alltoalls_per_layer") == 6 and none.scalar("ep_alltoalls_per_layer") == 4
-    assert full.scalar("ep_comm_time_per_microbatch") == pytest.approx(1.5 * none.scalar("ep_comm_time_per_microbatch"))
-    assert full.scalar("cp_comm_time_per_microbatch") == pytest.approx(4 / 3 * none.scalar("cp_comm_time_per_microbatch"))
+    assert full.scalar("ep_comm_time_per_layer") == pytest.approx(1.5 * none.scalar("ep_comm_time_per_layer"))
+    assert full.scalar("cp_comm_time_per_layer") == pytest.approx(4 / 3 * none.scalar("cp_comm_time_per_layer"))
 
 
 def test_distributed_optimizer_volume_is_reduce_scatter_plus_all_gather(point):
@@ -250,7 +250,9 @@ def test_pipeline_schedules(point, schedule, bubble_of):
     r = point(pipeline_schedule=schedule)
     m, w = r.scalar("microbatch_time"), r.scalar("stage_weight_grad_time_per_microbatch")
     f = r.scalar("stage_forward_time_per_microbatch")
-    assert w == pytest.approx(8 * r.scalar("layer_gemm_time_fwd"))
+    # the last stage paces (6 layers and the MTP block; under DualPipe the mean of the first's 7 and the last's 7)
+    assert r.scalar("slowest_stage_layers") == 7
+    assert w == pytest.approx(7 * r.scalar("layer_gemm_time_fwd"))
     if bubble_of is None:  # (p-1)/v slots; the last stage's output layer counts once in p
         expected = 7 / 4 * (m - r.scalar("logits_time") * 7 / 8)
     else:
@@ -293,6 +295,33 @@ def test_dualpipe_pairs_the_mirrored_stages(point):
     assert dual.scalar("slowest_stage_compute_time_per_microbatch") == \
         pytest.approx(max((first + last) / 2, middle))
     assert dual.scalar("slowest_stage_compute_time_per_microbatch") == pytest.approx(0.13457, rel=1e-3)
+
+
+def test_the_slowest_stage_counts_its_own_communication():
+    # DeepSeek-V3 on 256 B200 (Megatron-Bridge 26.02, PP 16): 4 layers on each of the first 15 stages, the last
+    # holds 1 layer, the MTP module's block and the output head. Per layer 14.52 ms of compute and 1.44 ms of
+    # exposed EP/TP communication: a 4-layer stage is busy 4 x (14.52 + 1.44) = 63.8 ms, the last stage
+    # 14.52 + 20.46 (logits) + 36.17 (MTP) + 2 x 1.44 = 74.0 ms. The last stage paces the pipeline with the
+    # communication of its 2 blocks - not with the 4 blocks of the stage with the most layers.
+    r = point_runner("train-mbridge-26.02-dgx-b200-deepseekv3-256gpu-mxfp8")()
+    s = r.scalar
+    lc, c = s("layer_compute_time_per_microbatch"), s("layer_comm_exposed_time")
+    assert (s("first_stage_layer_count"), s("middle_stage_layer_count"), s("last_stage_layer_count")) == (4, 4, 1)
+    assert lc == pytest.approx(14.52e-3, rel=1e-3) and c == pytest.approx(1.443e-3, rel=1e-3)
+    first = 4 * (lc + c)
+    last = lc + s("logits_time") + s("mtp_time_per_microbatch") + 2 * c
+    assert first == pytest.approx(63.84e-3, rel=1e-3) and last == pytest.approx(74.03e-3, rel=1e-3)
+    assert s("slowest_stage_busy_time") == pytest.approx(last, rel=1e-12)
+    assert s("slowest_stage_layers") == 2
+    assert s("slowest_stage_compute_time_per_microbatch") == pytest.approx(last - 2 * c, rel=1e-12)
+    assert s("stage_comm_exposed_per_microbatch") == pytest.approx(2 * c + s("pp_comm_exposed_per_microbatch"), rel=1e-12)
+    assert s("microbatch_time") == pytest.approx(last + s("pp_comm_exposed_per_microbatch")
+                                                 + s("host_exposed_per_microbatch"), rel=1e-12)
+    # a stage holding layers with less to do can still pace the pipeline: with the output head and MTP on the
+    # stage free of cost, the 4-layer stages do
+    light = point_runner("train-mbridge-26.02-dgx-b200-deepseekv3-256gpu-mxfp8")(mtp_depth=0, last_stage_layers=4,
+                                                                                first_stage_layers=1)
+    assert light.scalar("slowest_stage_layers") == 4
 
 
 def test_zero_bubble_orders_the_bubbles(point):
@@ -375,8 +404,8 @@ def test_expert_tensor_parallel_gather_follows_each_dispatch(point):
     assert r.scalar("etp_token_collective_time") == pytest.approx(ring, rel=1e-12)
     assert r.scalar("ep_exchange_time") == pytest.approx(r.scalar("ep_alltoall_net_time") + ring, rel=1e-12)
     # every all-to-all (4 per layer and microbatch without recompute) carries its gather or reduce-scatter
-    assert r.scalar("ep_comm_time_per_microbatch") == pytest.approx(
-        8 * 4 * (r.scalar("ep_alltoall_net_time") + ring), rel=1e-12)
+    assert r.scalar("ep_comm_time_per_layer") == pytest.approx(
+        4 * (r.scalar("ep_alltoall_net_time") + ring), rel=1e-12)
     # an expert-TP group larger than the 8-GPU domain runs its ring at the scale-out pace
     wide = point(GROK, tp=16, etp=16, dp=2)
     assert wide.scalar("etp_token_collective_time") == pytest.approx(

@@ -37,7 +37,7 @@ def test_combined_1f1b_exposes_only_the_excess_and_the_sm_share(point):
     assert r.scalar("microbatches") == 128
     assert r.scalar("ep_overlap_paired_fraction") == pytest.approx(1 - 38 / 512, rel=1e-12)
     f = 1 - 38 / 512
-    stage = r.scalar("max_stage_layers") * 58 / 61
+    stage = r.scalar("slowest_stage_layers") * 58 / 61
     assert r.scalar("ep_comm_exposed_per_microbatch") == pytest.approx(stage * (f * want + (1 - f) * 4 * a), rel=1e-12)
     assert r.scalar("step_ep_comm_time") == pytest.approx(128 * r.scalar("ep_comm_exposed_per_microbatch"), rel=1e-12)
     # hiding never makes the all-to-all cheaper than its SM share, nor dearer than not overlapping it
@@ -72,7 +72,7 @@ def test_overlap_bound_numbers_by_hand():
 
 def test_without_combined_1f1b_the_flat_fraction_applies(point):
     r = point(moe_a2a_overlap="no", ep_comm_overlap=0.25)
-    assert r.scalar("ep_comm_exposed_per_microbatch") == pytest.approx(0.75 * r.scalar("ep_comm_time_per_microbatch"), rel=1e-12)
+    assert r.scalar("ep_comm_exposed_per_layer") == pytest.approx(0.75 * r.scalar("ep_comm_time_per_layer"), rel=1e-12)
 
 
 def test_host_ops_of_a_dropless_fp8_moe_layer(point):
@@ -92,11 +92,11 @@ def test_host_ops_of_a_dropless_fp8_moe_layer(point):
 def test_host_bound_when_the_gpu_work_per_layer_is_short(point):
     r = point(QWEN30, cuda_graph_scope="none", host_time_per_op=40e-6)
     hf, hb = 194 * 40e-6, 2 * 194 * 40e-6
-    e = r.scalar("ep_comm_exposed_per_microbatch") / r.scalar("max_stage_layers")
+    e = r.scalar("ep_comm_exposed_per_layer")
     gf = r.scalar("layer_time_fwd") + e / 2
     gb = r.scalar("layer_time_bwd") + r.scalar("layer_time_recompute") + e / 2
     assert hf > gf and hb > gb
-    want = r.scalar("max_stage_layers") * ((hf - gf) + (hb - gb))
+    want = r.scalar("slowest_stage_layers") * ((hf - gf) + (hb - gb))
     assert r.scalar("host_exposed_per_microbatch") == pytest.approx(want, rel=1e-12)
     assert r.scalar("step_host_time") == pytest.approx(r.scalar("microbatches") * want, rel=1e-12)
     # the step breakdown still sums to the step time
@@ -118,7 +118,7 @@ def test_token_dropping_removes_the_sync_and_dense_models_run_ahead(point):
     assert drop.scalar("moe_host_sync") == 0
     # without a sync the host runs ahead: idle only if a whole microbatch's host time exceeds the GPU's busy
     # time - its compute and its exposed all-to-all, which the per-layer (synced) bound counts as well
-    h = drop.scalar("max_stage_layers") * 3 * drop.scalar("host_time_fwd_per_layer")
+    h = drop.scalar("slowest_stage_layers") * 3 * drop.scalar("host_time_fwd_per_layer")
     g = drop.scalar("slowest_stage_compute_time_per_microbatch") + drop.scalar("ep_comm_exposed_per_microbatch")
     assert drop.scalar("ep_comm_exposed_per_microbatch") > 0 and h > g
     assert drop.scalar("host_exposed_per_microbatch") == pytest.approx(h - g, rel=1e-12)

@@ -20,8 +20,9 @@ def test_extra_all_gather_in_backward_counted_and_hidden_by_dgrad(model):
     ag = 7.5 * US + 7 * 3.4 * US + 7 / 8 * 50_331_648 / (300e9 * 0.783)
     assert s("tp_allgather_net_time") == pytest.approx(ag, rel=1e-12)
     assert ag == pytest.approx(218.79 * US, abs=0.01 * US)
-    # before overlap: 12 layers x (4 all-gather + reduce-scatter pairs + 2 re-gathers)
-    assert s("tp_comm_time_per_microbatch") == pytest.approx(12 * (4 * s("tp_collective_time") + 2 * ag), rel=1e-12)
+    # before overlap: 4 all-gather + reduce-scatter pairs + 2 re-gathers per layer
+    assert s("tp_comm_time_per_layer") == pytest.approx(4 * s("tp_collective_time") + 2 * ag, rel=1e-12)
+    assert s("slowest_stage_layers") == 12
     # the QKV input-gradient GEMM (2 x 2048 x 12288 x 36864 / 8 = 231.9 GFLOP, ~0.99 ms) outlasts the gather: all hidden
     assert s("qkv_gemm_flops_fwd") == 2 * 2048 * 12288 * 3 * 12288 / 8
     assert s("tp_sp_regather_hidden_per_layer") == pytest.approx(2 * ag, rel=1e-12)
