@@ -43,14 +43,22 @@ def test_triton_keeps_fa2s_ratios_and_mla_its_rate(run):
         "flash_head_dim_rate_factor") == 1
 
 
-def test_the_tile_gemms_slow_by_the_factor(run):
-    # at 1M tokens the attention forward is set by its tile GEMMs, so the narrower heads cost 1/0.70 of their time
-    slow = run(seq_len=1048576, cp=1, global_batch=64)
-    full = run(seq_len=1048576, cp=1, global_batch=64, flash_hd64_rate_ratio=1)
-    gemm = slow.scalar("attention_core_flops_fwd") / slow.scalar("attention_flops_rate")
-    extra = slow.scalar("attention_core_time_fwd") - full.scalar("attention_core_time_fwd")
-    # both blended terms carry the GEMM time (the max is the GEMM time here): the difference is gemm (1/f - 1)
-    assert extra == pytest.approx(slow.scalar("flash_kernel_fwd_slowdown") * gemm * (1 / 0.70 - 1), rel=1e-9)
+def test_the_whole_kernel_runs_at_the_factor_of_its_128_wide_rate(run):
+    # the measured ratios are whole-kernel FLOP rates (tile GEMMs and softmax together): at 1M tokens, loads aside, the
+    # 64-wide kernel does half the 128-wide kernel's FLOPs per score at 0.70 of its FLOP rate - its softmax
+    # cost per score enters at 64/128 of the 128-wide one, else the narrow head's softmax overhead counted twice
+    kw = dict(seq_len=1048576, cp=1, global_batch=64, flash_softmax_overlap=0)
+    narrow, wide = run(head_dim=64, **kw), run(head_dim=128, **kw)
+    assert narrow.scalar("flash_softmax_width_share") == 0.5 and wide.scalar("flash_softmax_width_share") == 1
+
+    def flop_rate(r):
+        loads = r.scalar("attention_core_bytes_fwd") / r.scalar("memory_rate")
+        return r.scalar("attention_core_flops_fwd") / (r.scalar("attention_core_time_fwd")
+                                                       / r.scalar("flash_kernel_fwd_slowdown") - loads)
+    assert flop_rate(narrow) == pytest.approx(0.70 * flop_rate(wide), rel=1e-9)
+    # at the FlashAttention-2 ratio the same holds with 0.88
+    fa2 = [run(head_dim=hd, flash_hd64_rate_ratio=0.88, **kw) for hd in (64, 128)]
+    assert flop_rate(fa2[0]) == pytest.approx(0.88 * flop_rate(fa2[1]), rel=1e-9)
 
 
 def test_only_narrow_heads_move():
@@ -65,8 +73,8 @@ def validator_and_points():
 
 
 @pytest.mark.parametrize("pid, before, after", [
-    (GPT_OSS, 1.280, 1.260),       # tokens/s predicted over measured: +28.0 -> +26.0 %, nearer
-    (OLMOE_EP8, 1.038, 1.060),     # iteration time: +3.8 -> +6.0 %, one of the 11 of 48 moved rows that read worse
+    (GPT_OSS, 1.288, 1.264),       # tokens/s predicted over measured: +28.8 -> +26.4 %, nearer
+    (OLMOE_EP8, 1.029, 1.055),     # iteration time: +2.9 -> +5.5 %, one of the rows that read worse
 ])
 def test_held_out_rows_move_as_documented(validator_and_points, pid, before, after):
     v, points = validator_and_points
