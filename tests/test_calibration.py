@@ -59,12 +59,12 @@ def test_quantization_off_is_the_shipped_default(model):
 
 
 def test_tiles_on_fit_megatron_core_h100():
-    """With tiles on, gemm_efficiency 0.572 fits megatron-core-h100 (0.552 without, the shipped 0.55; both with the Hopper
-    preset's flash_kv_reuse wave and attention_efficiency 0.35)."""
+    """With tiles on, gemm_efficiency 0.5715 fits megatron-core-h100 (0.551 without, the shipped 0.55; both with the
+    Hopper preset's flash_kv_reuse wave and attention_efficiency 0.35)."""
     from flopsheet.validate_fit import collect, predict
     v = Validator(load_library())
     rows = collect(v, [p for p in load_points() if p.family == "megatron-core-h100"])
-    err = predict(v, rows, {"gemm_efficiency": 0.572, "gemm_quantization": 1}) / rows.measured - 1
+    err = predict(v, rows, {"gemm_efficiency": 0.5715, "gemm_quantization": 1}) / rows.measured - 1
     assert len(rows) == 9
     assert abs(float(sorted(abs(err))[len(err) // 2])) < 0.05  # median |err| 4.9 % at the fit
 
@@ -99,7 +99,7 @@ def test_validate_fit_reproduces_the_blackwell_fit():
 
 def test_validate_fit_command_line(capsys):
     """The command line prints the held inputs, each shipped -> fitted value and every fitted row with --dump; the
-    robust loss gives the Hopper preset's 0.552, the linear (mean squared log error) one 0.561 without the hold."""
+    robust loss gives the Hopper preset's 0.551, the linear (mean squared log error) one 0.561 without the hold."""
     pytest.importorskip("scipy")
     from flopsheet.cli import main
     args = ["validate", "--category", "training", "--fit", "gemm_efficiency", "--on", "megatron-core-h100",
@@ -107,7 +107,7 @@ def test_validate_fit_command_line(capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "(9 points, 9 rows, soft_l1 loss)" in out and "attention_efficiency = 0.35 (set)" in out
-    assert "gemm_efficiency: 0.55 -> 0.5517" in out
+    assert "gemm_efficiency: 0.55 -> 0.5512" in out
     fitted_part = out.split("  held out:")[0]
     assert sum("train-mcore-h100-weak-" in line and "(was" in line for line in fitted_part.splitlines()) == 9
     assert main(["validate", "--fit", "gemm_efficiency", "--on", "megatron-core-h100", "--json"]) == 0
@@ -167,12 +167,14 @@ def test_async_tp_allreduce_hides_at_most_the_wgrad_window(model):
     assert slow.scalar("tp_collective_time") > q
 
 
-def test_bubble_counts_the_output_layer_once_per_pipeline(model):
+def test_bubble_is_the_other_stages_time(model):
+    # 1F1B over 16 stages of 3 layers, the last with the output layer: the last stage paces the m microbatches and
+    # the first microbatch's forward and the last one's backward cross the 15 others - 15 layer-only stage times
     base = {"hidden": 8192, "heads": 64, "kv_heads": 64, "head_dim": 128, "ffn_hidden": 32768,
             "experts": 0, "layers": 48, "seq_len": 2048, "micro_batch": 24, "global_batch": 1536,
             "tp": 8, "pp": 16, "dp": 4}
     r = _step(model, **base)
-    expected = 15 * (r.scalar("microbatch_time") - r.scalar("logits_time") * 15 / 16)
+    expected = 15 * (r.scalar("microbatch_time") - r.scalar("logits_time"))
     assert r.scalar("step_bubble_time") == pytest.approx(expected)
     assert r.scalar("step_bubble_time") < 15 * r.scalar("microbatch_time")
 

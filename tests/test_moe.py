@@ -253,8 +253,10 @@ def test_pipeline_schedules(point, schedule, bubble_of):
     # the last stage paces (6 layers and the MTP block; under DualPipe the mean of the first's 7 and the last's 7)
     assert r.scalar("slowest_stage_layers") == 7
     assert w == pytest.approx(7 * r.scalar("layer_gemm_time_fwd"))
-    if bubble_of is None:  # (p-1)/v slots; the last stage's output layer counts once in p
-        expected = 7 / 4 * (m - r.scalar("logits_time") * 7 / 8)
+    if bubble_of is None:  # the 7 stages other than the slowest (the last: 6 layers, MTP, output layer), over v = 4
+        first, middle, last = (r.scalar(f"{s}_stage_busy_time") for s in ("first", "middle", "last"))
+        assert last > middle > first
+        expected = (first + 6 * middle + 7 * (m - last)) / 4
     else:
         expected = bubble_of(8, m, w, f)
     assert r.scalar("step_bubble_time") == pytest.approx(expected)
@@ -270,7 +272,14 @@ def test_each_pipeline_flush_fills_and_drains(point):
     four, one = point(pid), point(pid, pipeline_flushes=1)
     assert four.scalar("microbatches") == 32 and four.scalar("schedule_microbatches") == 8
     m = four.scalar("microbatch_time")
-    assert one.scalar("step_bubble_time") == pytest.approx(3 / 8 * (m - four.scalar("logits_time") * 3 / 4))
+    # one schedule's bubble: the three stages other than the slowest, over v = 8
+    busy = sorted(four.scalar(f"{s}_stage_busy_time") for s in ("first", "middle", "last"))
+    slowest = four.scalar("slowest_stage_busy_time")
+    assert slowest == busy[-1]
+    assert one.scalar("step_bubble_time") == pytest.approx(
+        (four.scalar("stage_busy_time_sum") - slowest + 3 * (m - slowest)) / 8)
+    assert four.scalar("stage_busy_time_sum") == pytest.approx(
+        sum(four.scalar(f"{s}_stage_busy_time") * n for s, n in (("first", 1), ("middle", 2), ("last", 1))))
     assert four.scalar("step_bubble_time") == pytest.approx(4 * one.scalar("step_bubble_time"))
     assert four.scalar("step_compute_time") == one.scalar("step_compute_time")
     # the first stage holds p (1 + (p-1)/(p v)) microbatches either way: 8 and 32 both exceed p = 4
