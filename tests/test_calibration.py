@@ -150,7 +150,7 @@ def _step(model, **v):
 def test_async_tp_allreduce_hides_at_most_the_wgrad_window(model):
     base = {"hidden": 3072, "heads": 32, "kv_heads": 32, "head_dim": 96, "ffn_hidden": 12288,
             "experts": 0, "layers": 30, "seq_len": 2048, "micro_batch": 8, "global_batch": 512,
-            "tp": 8, "pp": 1, "dp": 8, "recompute": 2, "sequence_parallel": 0}
+            "tp": 8, "pp": 1, "dp": 8, "recompute": 2, "sequence_parallel": 0, "tp_comm_overlap": 0}
     off = _step(model, **base, tp_async_grad_allreduce=0)
     on = _step(model, **base, tp_async_grad_allreduce=1)
     s = on.scalar
