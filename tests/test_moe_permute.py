@@ -68,9 +68,10 @@ def test_kernel_measurements_bound_the_default_from_above():
 def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     """The shipped 0.17 is the robust (soft-L1) fit on all 76 Megatron-Bridge points of the 25.09-26.08 releases (0.172
     when fitted; 0.174 since the gpt-oss rows price Megatron-Core's eager expert bias adds, moe_expert_bias_add - the
-    fit set's median 7.3 % either way; 0.1705 since the slowest pipeline stage counts its own communication). On the 80
-    MoE rows of the other frameworks and reports, held out, it reads 7.5 % median against 9.8 % at the previous 0.13
-    (7.1 against 9.5 % before that stage fix) (the linear-loss fit on the 44 points of the 25.09-26.02 releases), with
+    fit set's median 7.3 % either way; 0.1705 since the slowest pipeline stage counts its own communication, 0.170
+    since the pipeline sends overlap by default). On the 80 MoE rows of the other frameworks and reports, held out, it
+    reads 7.1 % median against 9.6 % at the previous 0.13 (7.5 against 9.8 % before the overlapped sends, 7.1 against
+    9.5 % before that stage fix) (the linear-loss fit on the 44 points of the 25.09-26.02 releases), with
     11 rows worse than 20 % either way, since the 64-wide heads of gpt-oss and OLMoE run at their kernel's head-width
     rate (flash_head_dim_rate_factor); before that 7.4 against 9.7 %, and 12 against 11 rows worse than 20 % - the
     independent OLMoE-style sweep (megatron-olmoe-h100, nine rows that read fast where many experts are local) prefers
@@ -90,7 +91,7 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     assert out["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.17, abs=0.01)   # the shipped value
     # the old value: the squared-log-error fit on the 25.09-26.02 points, which the fast gpt-oss rows pull down (0.133
     # before the expert bias adds slowed them; 0.141 since, 0.145 since the 64-wide heads run at their kernel's rate,
-    # 0.141 again since the slowest stage counts its own communication)
+    # 0.141 again since the slowest stage counts its own communication, 0.140 with the sends overlapped)
     old = fit(validator, points, ["moe_permute_hbm_fraction"],
               "megatron-bridge-moe,megatron-bridge-26.02,megatron-bridge-gb300,megatron-bridge")
     assert old["fit_points"] == 44
@@ -107,7 +108,7 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
         return (errs[39] + errs[40]) / 2, sum(e > 0.2 for e in errs)
 
     shipped, previous = errors({}), errors({"moe_permute_hbm_fraction": 0.13})
-    assert shipped[0] == pytest.approx(0.075, abs=0.003) and previous[0] == pytest.approx(0.098, abs=0.003)
+    assert shipped[0] == pytest.approx(0.071, abs=0.003) and previous[0] == pytest.approx(0.096, abs=0.003)
     assert (shipped[1], previous[1]) == (11, 11)     # rows worse than 20 %
 
 
