@@ -44,15 +44,28 @@ def modern_points(v):
 
 
 @pytest.fixture(scope="module")
-def pairs():
-    v = Validator()
+def validator():
+    return Validator()
+
+
+@pytest.fixture(scope="module")
+def modern(validator):
+    """Each modern row once: the point, its scenario as stated, the resolved values and their result."""
     out = []
-    for p, stated in modern_points(v):
-        unsaid = v.scenario(p)
+    for p, stated in modern_points(validator):
+        values = resolve(stated, validator.model)
+        out.append((p, stated, values, validator.model.evaluate(values, check=False)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def pairs(validator, modern):
+    out = []
+    for p, _, _, a in modern:
+        unsaid = validator.scenario(p)
         for name in UNSAID + tuple(OVERLAPS):
             unsaid.values.pop(name, None)
-        a = v.model.evaluate(resolve(stated, v.model), check=False)
-        b = v.model.evaluate(resolve(unsaid, v.model), check=False)
+        b = validator.model.evaluate(resolve(unsaid, validator.model), check=False)
         out.append((b.scalar("step_time") / a.scalar("step_time"),
                     b.scalar("memory_per_gpu") / a.scalar("memory_per_gpu")))
     return out
@@ -83,21 +96,18 @@ def test_their_memory_stays_close_too(pairs):
     ("tp_comm_overlap", 200, 1.08, 1.2),    # measured 2026-11-28: +13.1 % median on 230 rows
     ("pp_comm_overlap", 180, 1.02, 1.06),   # +3.6 % median on 198 rows
 ])
-def test_overlap_is_the_default_modern_runs_state(name, rows, low, high):
+def test_overlap_is_the_default_modern_runs_state(validator, modern, name, rows, low, high):
     """The modern rows with tp > 1 run TransformerEngine's comm-GEMM overlap, those with pp > 1 Megatron-Core's
     overlapped point-to-point sends; priced without them (the library defaults until 2026-11-28) they read slow -
     the reason both default to 1. Runs without them (Megatron-LM of 2021-22, Megatron-DeepSpeed, torchtitan's TP)
     state 0."""
-    v = Validator()
     ratios = []
-    for p, stated in modern_points(v):
-        values = resolve(stated, v.model)
+    for _, stated, values, result in modern:
         if values[OVERLAPS[name]] <= 1:
             continue
         assert name in stated.values
         off = dict(values, **{name: 0})
-        ratios.append(v.model.evaluate(off, check=False).scalar("step_time")
-                      / v.model.evaluate(values, check=False).scalar("step_time"))
+        ratios.append(validator.model.evaluate(off, check=False).scalar("step_time") / result.scalar("step_time"))
     assert len(ratios) > rows
     assert low < statistics.median(ratios) < high, statistics.median(ratios)
     assert min(ratios) >= 1.0

@@ -312,8 +312,8 @@ def test_the_slowest_stage_counts_its_own_communication():
     # exposed EP/TP communication: a 4-layer stage is busy 4 x (14.52 + 1.44) = 63.8 ms, the last stage
     # 14.52 + 20.46 (logits) + 36.17 (MTP) + 2 x 1.44 = 74.0 ms. The last stage paces the pipeline with the
     # communication of its 2 blocks - not with the 4 blocks of the stage with the most layers.
-    r = point_runner("train-mbridge-26.02-dgx-b200-deepseekv3-256gpu-mxfp8")()
-    s = r.scalar
+    run = point_runner("train-mbridge-26.02-dgx-b200-deepseekv3-256gpu-mxfp8")
+    s = run().scalar
     lc, c = s("layer_compute_time_per_microbatch"), s("layer_comm_exposed_time")
     assert (s("first_stage_layer_count"), s("middle_stage_layer_count"), s("last_stage_layer_count")) == (4, 4, 1)
     assert lc == pytest.approx(14.52e-3, rel=1e-3) and c == pytest.approx(1.443e-3, rel=1e-3)
@@ -328,8 +328,7 @@ def test_the_slowest_stage_counts_its_own_communication():
                                                  + s("host_exposed_per_microbatch"), rel=1e-12)
     # a stage holding layers with less to do can still pace the pipeline: with the output head and MTP on the
     # stage free of cost, the 4-layer stages do
-    light = point_runner("train-mbridge-26.02-dgx-b200-deepseekv3-256gpu-mxfp8")(mtp_depth=0, last_stage_layers=4,
-                                                                                first_stage_layers=1)
+    light = run(mtp_depth=0, last_stage_layers=4, first_stage_layers=1)
     assert light.scalar("slowest_stage_layers") == 4
 
 
