@@ -81,7 +81,7 @@ def test_zero3_traffic_hides_behind_every_microbatch(model):
     step's stage compute; GPT-3 175B on 1,024 A100 (SC21 layout, dp 8, 192 microbatches of 6 layers a stage)."""
     z3 = run(model, "gpt3-175b-sc21", zero_stage=3, dp_comm_overlap=1, dp_overlap_bound="yes").scalar
     per_mb = 6 * (z3("layer_time_fwd") + z3("layer_time_recompute") + z3("layer_time_bwd"))   # 6 x 19.6 ms
-    assert z3("microbatches") == 192 and z3("layers_per_stage") == 6
+    assert z3("microbatches") == 192 and z3("first_stage_layer_count") == 6
     assert z3("dp_grad_overlap_window") == pytest.approx(192 * per_mb, rel=1e-12)
     assert z3("dp_grad_overlap_window") == pytest.approx(22.556, abs=1e-3)
     assert z3("dp_param_gather_time") == 0 and z3("dp_gather_overlap_window") == 0   # one window for all of it
@@ -105,7 +105,7 @@ def test_data_parallel_traffic_bounded_by_default_at_mlperf_scale():
     from conftest import point_runner
     run = point_runner("train-mlperf40-h100-gpt3-175b-10752gpu")
     s = run().scalar
-    assert s("layers_per_stage") == 16 and s("microbatches") == 6 and s("dp") == 448
+    assert s("first_stage_layer_count") == 16 and s("microbatches") == 6 and s("dp") == 448
     grad_window = 16 * (s("layer_time_bwd") + s("layer_time_recompute"))
     gather_window = 16 * s("layer_time_fwd")
     assert s("dp_grad_overlap_window") == pytest.approx(grad_window, rel=1e-12)
@@ -131,7 +131,7 @@ def test_gradient_and_gather_hide_each_in_their_own_window():
     for both (0.251 s against 0.257 s of traffic) would leave only 0.005 s."""
     from conftest import point_runner
     s = point_runner("train-dgxc-h100-nemotron4-340b-128gpu-bf16")().scalar
-    assert s("zero_stage") == 1 and s("layers_per_stage") == 12 and s("dp") == 2
+    assert s("zero_stage") == 1 and s("first_stage_layer_count") == 12 and s("dp") == 2
     gather, grads = s("dp_param_gather_time"), s("dp_comm_time") - s("dp_param_gather_time")
     assert gather == pytest.approx(s("dp_allgather_net_time"), rel=1e-12)
     assert gather == pytest.approx(0.1283, abs=1e-4) and grads == pytest.approx(0.1283, abs=1e-4)
@@ -143,3 +143,17 @@ def test_gradient_and_gather_hide_each_in_their_own_window():
     assert combined == pytest.approx(0.0052, abs=1e-4)
     # 4.68 s a step against the 4.61 s measured (+1.5 %; +0.7 % with the combined window)
     assert s("step_time") / 4.61 - 1 == pytest.approx(0.015, abs=0.002)
+
+
+def test_data_parallel_windows_are_the_first_stages(model):
+    """With uneven stages the DP windows are the first stage's - its parameters are what dp_comm_time moves, and
+    under 1F1B it runs the step's last backward and next step's first forward. GPT-3 175B (SC21 layout, pp 16 of
+    6 layers) with 2 layers on the first stage: windows of 2 layers, a third of the even split's 6."""
+    even = run(model, "gpt3-175b-sc21", zero_stage=1, dp_comm_overlap=1, dp_overlap_bound="yes").scalar
+    light = run(model, "gpt3-175b-sc21", zero_stage=1, dp_comm_overlap=1, dp_overlap_bound="yes",
+                first_stage_layers=2).scalar
+    assert even("first_stage_layer_count") == 6 and light("first_stage_layer_count") == 2
+    assert light("dp_grad_overlap_window") == pytest.approx(
+        2 * (light("layer_time_bwd") + light("layer_time_recompute")), rel=1e-12)
+    assert light("dp_gather_overlap_window") == pytest.approx(2 * light("layer_time_fwd"), rel=1e-12)
+    assert light("dp_grad_overlap_window") == pytest.approx(even("dp_grad_overlap_window") / 3, rel=1e-12)

@@ -142,7 +142,7 @@ def test_validate_fit_rejects_what_it_cannot_fit():
 
 def _step(model, **v):
     outs = ["step_time", "step_tp_comm_time", "tp_comm_time_per_layer", "microbatches",
-            "layers_per_stage", "tp_collective_time", "qkv_gemm_flops_fwd", "mlp_up_gemm_flops_fwd",
+            "first_stage_layer_count", "tp_collective_time", "qkv_gemm_flops_fwd", "mlp_up_gemm_flops_fwd",
             "gemm_flops_rate", "step_bubble_time", "microbatch_time", "logits_time"]
     return model.evaluate(v, outputs=outs)
 
@@ -156,11 +156,11 @@ def test_async_tp_allreduce_hides_at_most_the_wgrad_window(model):
     s = on.scalar
     window = (min(s("tp_collective_time"), s("qkv_gemm_flops_fwd") / s("gemm_flops_rate"))
               + min(s("tp_collective_time"), s("mlp_up_gemm_flops_fwd") / s("gemm_flops_rate")))
-    hidden = s("microbatches") * s("layers_per_stage") * window
+    hidden = s("microbatches") * s("first_stage_layer_count") * window
     assert off.scalar("step_tp_comm_time") - on.scalar("step_tp_comm_time") == pytest.approx(hidden)
     assert off.scalar("step_time") - on.scalar("step_time") == pytest.approx(hidden)
     # 6 all-reduces per layer (full recompute), at most the 2 backward ones hide
-    assert hidden <= s("microbatches") * s("layers_per_stage") * s("tp_comm_time_per_layer") * 2 / 6 + 1e-12
+    assert hidden <= s("microbatches") * s("first_stage_layer_count") * s("tp_comm_time_per_layer") * 2 / 6 + 1e-12
     # a slow (inter-node, tp 16) all-reduce hides only the wgrad GEMM time, not all of itself
     slow = _step(model, **{**base, "tp": 16, "dp": 4}, tp_async_grad_allreduce=1)
     q = slow.scalar("qkv_gemm_flops_fwd") / slow.scalar("gemm_flops_rate")
@@ -262,14 +262,14 @@ def test_dp_overlap_bounded_by_its_window(model):
          "gated_mlp": 1, "experts": 0, "layers": 80, "seq_len": 4096, "micro_batch": 1, "tp": 8,
          "pp": 1, "dp": 16, "global_batch": 64, "zero_stage": 1, "dp_comm_overlap": 1}
     outs = ["step_dp_comm_time", "dp_comm_time", "dp_param_gather_time", "dp_grad_overlap_window",
-            "dp_gather_overlap_window", "layers_per_stage", "layer_time_bwd", "layer_time_recompute", "layer_time_fwd"]
+            "dp_gather_overlap_window", "first_stage_layer_count", "layer_time_bwd", "layer_time_recompute", "layer_time_fwd"]
     free = model.evaluate({**v, "dp_overlap_bound": 0}, outputs=outs)
     bound = model.evaluate({**v, "dp_overlap_bound": 1}, outputs=outs)
     s = bound.scalar
     assert free.scalar("step_dp_comm_time") == 0
     assert s("dp_grad_overlap_window") == pytest.approx(
-        s("layers_per_stage") * (s("layer_time_bwd") + s("layer_time_recompute")))
-    assert s("dp_gather_overlap_window") == pytest.approx(s("layers_per_stage") * s("layer_time_fwd"))
+        s("first_stage_layer_count") * (s("layer_time_bwd") + s("layer_time_recompute")))
+    assert s("dp_gather_overlap_window") == pytest.approx(s("first_stage_layer_count") * s("layer_time_fwd"))
     grads = s("dp_comm_time") - s("dp_param_gather_time")
     assert s("step_dp_comm_time") == pytest.approx(max(0.0, grads - s("dp_grad_overlap_window"))
                                                    + max(0.0, s("dp_param_gather_time") - s("dp_gather_overlap_window")))
