@@ -147,7 +147,8 @@ def test_gradient_and_gather_hide_each_in_their_own_window():
 
 def test_data_parallel_windows_are_the_first_stages(model):
     """With uneven stages the DP windows are the first stage's - its parameters are what dp_comm_time moves, and
-    under 1F1B it runs the step's last backward and next step's first forward. GPT-3 175B (SC21 layout, pp 16 of
+    under 1F1B it runs the step's last backward and next step's first forward (under DualPipe with the mirrored
+    copy's last stage, whose parameters the same GPU holds). GPT-3 175B (SC21 layout, pp 16 of
     6 layers) with 2 layers on the first stage: windows of 2 layers, a third of the even split's 6."""
     even = run(model, "gpt3-175b-sc21", zero_stage=1, dp_comm_overlap=1, dp_overlap_bound="yes").scalar
     light = run(model, "gpt3-175b-sc21", zero_stage=1, dp_comm_overlap=1, dp_overlap_bound="yes",
@@ -157,3 +158,8 @@ def test_data_parallel_windows_are_the_first_stages(model):
         2 * (light("layer_time_bwd") + light("layer_time_recompute")), rel=1e-12)
     assert light("dp_gather_overlap_window") == pytest.approx(2 * light("layer_time_fwd"), rel=1e-12)
     assert light("dp_grad_overlap_window") == pytest.approx(even("dp_grad_overlap_window") / 3, rel=1e-12)
+    # DualPipe: the first GPU also holds (and reduces) the mirrored copy's last stage, here 4 layers besides its 2
+    dual = run(model, "gpt3-175b-sc21", zero_stage=1, dp_comm_overlap=1, dp_overlap_bound="yes",
+               first_stage_layers=2, last_stage_layers=4, pipeline_schedule="dualpipe").scalar
+    assert dual("first_device_layer_count") == 6
+    assert dual("dp_gather_overlap_window") == pytest.approx(6 * dual("layer_time_fwd"), rel=1e-12)
