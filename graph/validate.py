@@ -31,7 +31,10 @@ twice). A point the library cannot express yet carries ``unsupported:
 
 Statistics per category are over the counted rows of supported points: the
 median and 90th percentile of |error| and the worst signed error, where
-error = predicted / measured - 1. Assumptions a source leaves open live in
+error = predicted / measured - 1. Rows of different points whose resolved
+inputs are identical (the same layout in another release, a repeated run) get
+one prediction; the report lists how far their measurements differ (repeat
+measurements), scatter no model can follow. Assumptions a source leaves open live in
 the points (or in ``templates/validation/assumptions/``, one preset per
 family); calibration constants are global and never set here.
 """

@@ -38,6 +38,7 @@ class Row:
     error: float | None = None      # predicted / measured - 1
     problem: str | None = None      # an error (bad point), not an inaccuracy
     flags: list[str] = field(default_factory=list)  # e.g. the configuration breaks a rule
+    inputs_key: str | None = None   # digest of the resolved inputs: equal keys, equal predictions
 
     @property
     def within(self) -> bool:
@@ -72,6 +73,26 @@ class Report:
             out.update(worst_id=worst.point.id, worst_metric=worst.expect.metric,
                        worst_point=f"{worst.point.id} ({worst.expect.metric})")
         return out
+
+    def repeats(self, category: str | None = None) -> list[list[Row]]:
+        """Groups of counted rows that compare one node of the same resolved inputs measured by
+        different points (another release, another run): the model predicts one value for all of
+        them, so the spread of their measurements is scatter no prediction can follow."""
+        groups: dict[tuple, list[Row]] = {}
+        for r in self.rows:
+            if (r.expect.counted and r.error is not None and r.inputs_key is not None
+                    and category in (None, r.point.category)):
+                groups.setdefault((r.inputs_key, r.expect.node), []).append(r)
+        return [g for g in groups.values() if len({r.point.id for r in g}) > 1]
+
+    def repeat_stats(self, category: str | None = None) -> dict:
+        """How far repeat measurements of one configuration differ: per group the largest over
+        the smallest measured value, minus 1; its median and maximum over the groups."""
+        spreads = [max(r.measured for r in g) / min(r.measured for r in g) - 1
+                   for g in self.repeats(category) if min(r.measured for r in g) > 0]
+        return {"configurations": len(spreads),
+                "median_spread": float(np.median(spreads)) if spreads else None,
+                "max_spread": max(spreads) if spreads else None}
 
     def worst(self, n: int = 5, category: str | None = None) -> list[Row]:
         rows = [r for r in self.rows if r.expect.counted and r.error is not None
@@ -147,6 +168,20 @@ def unsupported_by_reason(points: list[Point]) -> dict[str, list[str]]:
     return out
 
 
+def repeat_lines(report: Report, categories: list[str]) -> list[str]:
+    """One sentence per category with repeat measurements (Report.repeats)."""
+    out = []
+    for c in categories:
+        st = report.repeat_stats(c)
+        if st["configurations"]:
+            out.append(f"{c}: {st['configurations']} configurations measured more than once "
+                       f"(another release or run, the same inputs) differ by "
+                       f"{_pct(st['median_spread'], False)} median, up to "
+                       f"{_pct(st['max_spread'], False)} (largest / smallest measured - 1) - "
+                       "scatter one prediction cannot follow")
+    return out
+
+
 def print_text(report: Report, categories: list[str], file=sys.stdout) -> None:
     w = lambda s="": print(s, file=file)  # noqa: E731
     if report.rows:
@@ -160,6 +195,8 @@ def print_text(report: Report, categories: list[str], file=sys.stdout) -> None:
                 ["point", "category", ""]))
     w()
     w(table(summary_rows(report, categories), SUMMARY_HEAD, right={1, 2, 3, 4, 5, 6}))
+    for line in repeat_lines(report, categories):
+        w(line)
     worst = report.worst(5)
     if worst:
         w()
@@ -190,6 +227,9 @@ def markdown(report: Report, categories: list[str]) -> str:
         lines.append("| " + " | ".join([c, str(st["points"]), str(st["supported"]),
                                         str(st["compared"]), _pct(st["median_abs_error"], False),
                                         _pct(st["p90_abs_error"], False), worst(st)]) + " |")
+    repeats = repeat_lines(report, categories)
+    if repeats:
+        lines += [""] + [f"Repeat measurements - {line}." for line in repeats]
     pairs = list(dict.fromkeys((p.family, p.category) for p in report.points
                                if p.category in categories))
     pairs = [fc for fc in pairs if report.stats(fc[1], fc[0])["compared"]]
@@ -220,6 +260,9 @@ def to_json(report: Report, categories: list[str]) -> dict:
         "unsupported": [{"point": p.id, "family": p.family, "category": p.category,
                          "reason": p.unsupported} for p in report.points if not p.supported],
         "categories": {c: report.stats(c) for c in categories},
+        "repeats": {c: {**report.repeat_stats(c),
+                        "groups": [sorted({r.point.id for r in g}) for g in report.repeats(c)]}
+                    for c in categories},
         "problems": [{"point": pid, "message": m} for pid, m in report.problems],
     }
 

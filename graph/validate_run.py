@@ -2,6 +2,7 @@
 graph/validate_fit.py)."""
 from __future__ import annotations
 
+import hashlib
 import json
 
 from .errors import FlopsheetError, ScenarioError, UnknownNameError
@@ -58,6 +59,7 @@ class Validator:
                 checks = [c for c in CHECKS if p.category == "training" and c in self.lib]
                 outs = sorted({r.expect.node for r in group} | ({"n_gpus"} if p.gpus else set())
                               | set(checks))
+                key = hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
                 res = self.model.evaluate(values, outputs=outs)
                 flags = [CHECKS[c] for c in checks if not res.scalar(c)]
                 if p.gpus and res.scalar("n_gpus") != p.gpus:
@@ -71,6 +73,7 @@ class Validator:
                     r.predicted, r.measured = pred / scale, measured / scale
                     r.error = pred / measured - 1 if measured else None
                     r.flags = flags
+                    r.inputs_key = key
                     if not measured:
                         r.problem = "measured value is 0: no relative error (compare another metric)"
             except FlopsheetError as e:

@@ -457,11 +457,33 @@ def test_text_report_lists_unsupported_points_and_the_summary(report):
     assert "worst points:" in text
 
 
+def test_repeat_measurements_are_one_prediction_apart_from_each_other(report):
+    """Rows of equal resolved inputs (Report.repeats) get one prediction - the digest covers every
+    input - and their spread is the measurements' own: vTrain's 175B t4-p32-d4-mb2 step was run
+    twice, 53,909.6 and 53,937.9 ms (0.05 %); Megatron-Bridge's GB300 Llama 3 70B FP8 row reads
+    4,520, 5,003 and 5,243 tokens/s/GPU in the 25.11, 26.02 and 26.04 releases (16.0 %)."""
+    groups = report.repeats("training")
+    assert groups and len(groups) == report.repeat_stats("training")["configurations"]
+    for g in groups:
+        assert len({r.predicted for r in g}) == 1, [r.point.id for r in g]
+    by_ids = {frozenset(r.point.id for r in g): g for g in groups}
+    run2 = by_ids[frozenset({"train-vtrain-175b-512gpu-t4-p32-d4-mb2-gb1536",
+                             "train-vtrain-175b-512gpu-t4-p32-d4-mb2-gb1536-run2"})]
+    assert sorted(r.measured for r in run2) == pytest.approx([53909.6, 53937.9], abs=0.05)
+    gb300 = next(g for ids, g in by_ids.items() if "train-mbridge-26.04-dgx-gb300-llama3-70b-64gpu-fp8" in ids)
+    spread = max(r.measured for r in gb300) / min(r.measured for r in gb300) - 1
+    assert spread == pytest.approx(5243 / 4520 - 1, rel=1e-9)
+    st = report.repeat_stats("training")
+    assert st["max_spread"] >= spread and 0 < st["median_spread"] < st["max_spread"]
+    assert report.repeat_stats("cost")["configurations"] == 0
+
+
 def test_markdown_has_every_category(report):
     md = markdown(report, CATEGORIES)
     for c in CATEGORIES:
         assert f"| {c} |" in md
     assert "| sc21-table1 | training |" in md
+    assert "Repeat measurements - training: " in md
 
 
 def test_select_by_category_and_family(points):
