@@ -75,14 +75,14 @@ class Report:
         return out
 
     def repeats(self, category: str | None = None) -> list[list[Row]]:
-        """Groups of counted rows that compare one node of the same resolved inputs measured by
-        different points (another release, another run): the model predicts one value for all of
+        """Groups of counted rows that compare one node (in one unit) of the same resolved inputs
+        measured by different points (another release, another run): the model predicts one value for all of
         them, so the spread of their measurements is scatter no prediction can follow."""
         groups: dict[tuple, list[Row]] = {}
         for r in self.rows:
             if (r.expect.counted and r.error is not None and r.inputs_key is not None
                     and category in (None, r.point.category)):
-                groups.setdefault((r.inputs_key, r.expect.node), []).append(r)
+                groups.setdefault((r.inputs_key, r.expect.node, r.expect.unit), []).append(r)
         return [g for g in groups.values() if len({r.point.id for r in g}) > 1]
 
     def repeat_stats(self, category: str | None = None) -> dict:
