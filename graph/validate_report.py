@@ -76,8 +76,9 @@ class Report:
 
     def repeats(self, category: str | None = None) -> list[list[Row]]:
         """Groups of counted rows that compare one node (in one unit) of the same resolved inputs
-        measured by different points (another release, another run): the model predicts one value for all of
-        them, so the spread of their measurements is scatter no prediction can follow."""
+        measured by different points (another release, another run): the model predicts one
+        value for all of them, so the spread of their measurements is scatter no prediction can
+        follow."""
         groups: dict[tuple, list[Row]] = {}
         for r in self.rows:
             if (r.expect.counted and r.error is not None and r.inputs_key is not None
@@ -87,12 +88,14 @@ class Report:
 
     def repeat_stats(self, category: str | None = None) -> dict:
         """How far repeat measurements of one configuration differ: per group the largest over
-        the smallest measured value, minus 1; its median and maximum over the groups."""
-        spreads = [max(r.measured for r in g) / min(r.measured for r in g) - 1
-                   for g in self.repeats(category) if min(r.measured for r in g) > 0]
-        return {"configurations": len(spreads),
+        the smallest measured value, minus 1 (compared rows have a nonzero measurement); its
+        median and maximum over the groups, and each group's point ids."""
+        groups = self.repeats(category)
+        spreads = [max(r.measured for r in g) / min(r.measured for r in g) - 1 for g in groups]
+        return {"configurations": len(groups),
                 "median_spread": float(np.median(spreads)) if spreads else None,
-                "max_spread": max(spreads) if spreads else None}
+                "max_spread": max(spreads) if spreads else None,
+                "groups": [sorted({r.point.id for r in g}) for g in groups]}
 
     def worst(self, n: int = 5, category: str | None = None) -> list[Row]:
         rows = [r for r in self.rows if r.expect.counted and r.error is not None
@@ -260,9 +263,7 @@ def to_json(report: Report, categories: list[str]) -> dict:
         "unsupported": [{"point": p.id, "family": p.family, "category": p.category,
                          "reason": p.unsupported} for p in report.points if not p.supported],
         "categories": {c: report.stats(c) for c in categories},
-        "repeats": {c: {**report.repeat_stats(c),
-                        "groups": [sorted({r.point.id for r in g}) for g in report.repeats(c)]}
-                    for c in categories},
+        "repeats": {c: report.repeat_stats(c) for c in categories},
         "problems": [{"point": pid, "message": m} for pid, m in report.problems],
     }
 

@@ -59,7 +59,8 @@ class Validator:
                 checks = [c for c in CHECKS if p.category == "training" and c in self.lib]
                 outs = sorted({r.expect.node for r in group} | ({"n_gpus"} if p.gpus else set())
                               | set(checks))
-                key = hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+                key = hashlib.sha256(json.dumps(values, sort_keys=True,
+                                                default=str).encode()).hexdigest()
                 res = self.model.evaluate(values, outputs=outs)
                 flags = [CHECKS[c] for c in checks if not res.scalar(c)]
                 if p.gpus and res.scalar("n_gpus") != p.gpus:
