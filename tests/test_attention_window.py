@@ -46,8 +46,9 @@ def test_flash_kernel_skips_tiles_outside_the_window(model):
     r = gpt_oss(model)
     assert r["flash_block_rows"] == 64
     assert r["attention_window_kernel_factor"] == pytest.approx(0.5457763671875, rel=1e-12)
-    # micro batch 4 x 64 heads (tp 1) x 4096 x 4096 x 1/2 (causal flash) x the kernel factor
-    assert r["attention_scores_per_layer"] == pytest.approx(4 * 64 * 4096 * 4096 / 2 * 0.5457763671875,
+    # micro batch 4 x 64 heads (tp 1) x 4096 x 4096 x (1/2 (causal flash) x the kernel factor + the masked halves of
+    # the 64-row diagonal tiles, 64 / (2 x 4096), the same in window and full layers)
+    assert r["attention_scores_per_layer"] == pytest.approx(4 * 64 * 4096 * 4096 * (0.5457763671875 / 2 + 64 / 8192),
                                                             rel=1e-12)
 
 

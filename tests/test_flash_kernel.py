@@ -40,7 +40,7 @@ def test_triton_kernel_is_slower_than_fa2_by_the_papers_ratios(point):
     r, fa2 = point(), point(flash_kernel="fa2")
     assert r.scalar("flash_kernel") == 1                       # triton (the family's setting)
     assert (r.scalar("flash_kernel_fwd_slowdown"), r.scalar("flash_kernel_bwd_slowdown")) == (1.4, 2)
-    scores = 12 * 65536 * 65536 * 0.5                          # heads x queries x keys x causal half
+    scores = 12 * 65536 * 65536 * (0.5 + 64 / (2 * 65536))     # heads x queries x keys x (causal half + diagonal tiles)
     assert r.scalar("attention_scores_per_layer") == pytest.approx(scores, rel=1e-12)
     # FlashAttention-2 on Ampere adds loads, tile GEMMs and softmax (flash_softmax_overlap 0); its 64-wide heads run
     # the whole kernel at 0.88 of the 128-wide FLOP rate (flash_head_dim_rate_factor): the tile GEMMs at 0.88 of
@@ -63,6 +63,23 @@ def test_triton_kernel_is_slower_than_fa2_by_the_papers_ratios(point):
     # 1.3-2.5x range for the two passes together
     ratio = (1 + r.scalar("attention_bwd_factor")) * r.scalar("attention_core_time_fwd") / (3.5 * t_fa2)
     assert ratio == pytest.approx(6.4 / 3.5, rel=1e-12) and 1.3 < ratio < 2.5
+
+
+def test_causal_kernel_computes_the_diagonal_tiles_in_full():
+    """A causal FlashAttention kernel skips only the tiles wholly above the diagonal: the B x B tiles the diagonal
+    crosses run in full, s B / 2 masked scores per head on top of the causal half (flash_causal_tile_waste)."""
+    run = point_runner("train-mpt-a100-125m-seq512-8gpu-mb128")    # MPT-125M: 12 heads of 64, 512 tokens, mb 128
+    r = run()
+    # 64-wide heads on A100: B_r = min(floor(164 KiB / (4 x 64 x 2 bytes)), 64) = 64 rows, 8 diagonal tiles of 512
+    assert r.scalar("flash_block_rows") == 64
+    assert r.scalar("flash_causal_tile_waste") == 64 / (2 * 512) == 0.0625
+    # 128 sequences x 12 heads x 512 x 512 x (1/2 + 1/16): an eighth more than the causal half
+    assert r.scalar("attention_scores_per_layer") == 128 * 12 * 512 * 512 * 0.5625
+    # a 64-token sequence is one tile: the kernel computes the whole square
+    assert run(seq_len=64, position_embeddings=64).scalar("flash_causal_tile_waste") == 0.5
+    assert run(seq_len=64, position_embeddings=64).scalar("attention_scores_per_layer") == 128 * 12 * 64 * 64
+    # a standard kernel computes every score anyway and adds nothing
+    assert run(attention_impl="standard").scalar("flash_causal_tile_waste") == 0
 
 
 def test_other_stacks_keep_fa2():
