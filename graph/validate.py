@@ -52,7 +52,7 @@ from .validate_report import (SUMMARY_HEAD, Report, Row, markdown, print_text,  
                               rows_table, status, summary_rows, to_json,
                               unsupported_by_reason, write_xlsx, _pct, _num)
 from .scenario import parse_set
-from .validate_fit import LOSSES, fit  # noqa: F401
+from .validate_fit import LOSSES, WEIGHTS, fit  # noqa: F401
 from .validate_run import CHECKS, Validator, select  # noqa: F401
 
 COMMAND = "flopsheet validate --markdown"
@@ -83,6 +83,9 @@ def register(sub, *, common) -> None:
     v.add_argument("--loss", choices=LOSSES, help="with --fit: least-squares "
                    "loss on log(predicted / measured) - linear (mean squared log error, the "
                    "default) or soft_l1 (scale 5 %%, robust to a family's few outlying rows)")
+    v.add_argument("--weight", choices=WEIGHTS, help="with --fit: how the fit set's rows weigh - "
+                   "row (each row once, the default) or family (each family once, its rows sharing "
+                   "the weight, so a table of many rows does not set the constant alone)")
     v.add_argument("--dump", action="store_true", help="with --fit: list every fitted and held-out "
                    "row's error before and after")
     common(v, scenario=False)
@@ -106,7 +109,8 @@ def cmd_validate(args) -> int:
     points = select(load_points(), args.category, args.family)
     categories = [args.category] if args.category else CATEGORIES
     stray = [flag for flag, given in [("--on", args.on), ("--only", args.only), ("--set", args.set),
-                                      ("--loss", args.loss), ("--dump", args.dump)] if given]
+                                      ("--loss", args.loss), ("--weight", args.weight),
+                                      ("--dump", args.dump)] if given]
     if stray and not args.fit:
         raise ScenarioError(f"{stray[0]} goes with --fit NAME[,NAME] (the inputs to fit)")
     if args.fit:
@@ -114,13 +118,15 @@ def cmd_validate(args) -> int:
             raise ScenarioError("--fit needs --on FAMILY[,FAMILY] (the points to fit on)")
         only = [[s.strip() for s in group.split(",") if s.strip()] for group in args.only]
         out = fit(validator, points, [n.strip() for n in args.fit.split(",")], args.on,
-                  only=only, fixed=_held(args.set), loss=args.loss or "linear")
+                  only=only, fixed=_held(args.set), loss=args.loss or "linear",
+                  weight=args.weight or "row")
         if args.json:
             print(json.dumps(out, indent=2))
             return 0
         ids = "".join(f" (ids with {' or '.join(g)})" for g in only)
         print(f"fitted on {', '.join(out['fit_on'])}{ids} ({out['fit_points']} points, "
-              f"{out['fit_after']['compared']} rows, {out['loss']} loss); held out: the "
+              f"{out['fit_after']['compared']} rows, {out['loss']} loss"
+              f"{', each family weighted once' if out['weight'] == 'family' else ''}); held out: the "
               f"{out['held_points']} other points with the same shipped values (nothing written "
               "back)")
         for n, x in out["fixed"].items():

@@ -21,6 +21,9 @@ from .validate_run import Validator
 #: least_squares losses: linear is the mean squared log error; soft_l1 (scale 5 %) is robust to the
 #: few outlying measurements of a family
 LOSSES = ("linear", "soft_l1")
+#: how the fit set's rows weigh: each row once, or each family once (its rows share 1 between them,
+#: so a weak-scaling table of 90 rows counts as much as a paper's single run)
+WEIGHTS = ("row", "family")
 
 
 @dataclass
@@ -30,6 +33,7 @@ class Rows:
     nodes: list    # the expected node of each row
     measured: np.ndarray  # in the node's units
     ids: list      # the point id of each row
+    families: list  # the family of each row
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -44,13 +48,14 @@ class Rows:
                 batches.append(([int(new[idx[j]]) for j in sel],
                                 {k: v[sel] for k, v in values.items()}))
         pick = lambda xs: [x for x, k in zip(xs, keep) if k]  # noqa: E731
-        return Rows(batches, pick(self.nodes), self.measured[keep], pick(self.ids))
+        return Rows(batches, pick(self.nodes), self.measured[keep], pick(self.ids),
+                    pick(self.families))
 
 
 def collect(validator: Validator, points: list[Point]) -> Rows:
     """The counted rows of the supported ``points``; a row the library cannot evaluate (its
     ``flopsheet validate`` problem) is left out, as the report's statistics leave it out."""
-    cols, nodes, measured, ids = [], [], [], []
+    cols, nodes, measured, ids, families = [], [], [], [], []
     for p in points:
         if not p.supported:
             continue
@@ -68,12 +73,13 @@ def collect(validator: Validator, points: list[Point]) -> Rows:
             nodes.append(e.node)
             measured.append(value)
             ids.append(p.id)
+            families.append(p.family)
     groups: dict = {}
     for i, c in enumerate(cols):
         groups.setdefault(tuple(sorted(c)), []).append(i)
     batches = [(idx, {k: np.array([float(cols[i][k]) for i in idx]) for k in keys})
                for keys, idx in groups.items()]
-    return Rows(batches, nodes, np.array(measured, dtype=float), ids)
+    return Rows(batches, nodes, np.array(measured, dtype=float), ids, families)
 
 
 def predict(validator: Validator, rows: Rows, overrides: dict | None = None) -> np.ndarray:
@@ -120,15 +126,41 @@ def stats(err: np.ndarray, ids: list) -> dict:
     return {"compared": len(err), **out, "worst_id": None if k is None else ids[k]}
 
 
+def row_weights(rows: Rows, weight: str) -> np.ndarray:
+    """Each row's weight in the fit, averaging 1: all 1 (``row``), or 1 / (its family's rows in
+    the fit set) scaled so the weights still sum to the row count (``family``)."""
+    if weight == "row":
+        return np.ones(len(rows))
+    counts: dict = {}
+    for f in rows.families:
+        counts[f] = counts.get(f, 0) + 1
+    w = np.array([1.0 / counts[f] for f in rows.families])
+    return w * len(rows) / w.sum()
+
+
+def weighted_loss(loss: str, weights: np.ndarray):
+    """The robust loss of scipy.optimize.least_squares (rho of z = (residual / f_scale)^2 with its
+    first two derivatives) with each row's term multiplied by its weight."""
+    def rho(z):
+        if loss == "soft_l1":
+            t = 1 + z
+            out = np.vstack([2 * (np.sqrt(t) - 1), t ** -0.5, -0.5 * t ** -1.5])
+        else:
+            out = np.vstack([z, np.ones_like(z), np.zeros_like(z)])
+        return out * weights
+    return rho
+
+
 def fit(validator: Validator, points: list[Point], names: list[str], on: str,
         only: list[list[str]] | None = None, fixed: dict | None = None,
-        loss: str = "linear") -> dict:
+        loss: str = "linear", weight: str = "row") -> dict:
     """Fit the global inputs ``names`` on the counted rows of the families (or point ids) ``on``
     among ``points``, keeping those whose id contains one substring of every group in ``only``;
     ``fixed`` (a number or a choice name per input) is held for the fit and both reports. Reports
     the fitted values and the error before (the shipped values) and after, on the fit set and on
     the held-out rows: the other supported ``points`` whose scenarios give the fitted and the set
-    inputs the fit set's shipped values (the rows the refitted constants would move)."""
+    inputs the fit set's shipped values (the rows the refitted constants would move). ``weight``
+    family gives each family of the fit set one vote, however many rows it has."""
     from scipy.optimize import least_squares
 
     lib = validator.lib
@@ -140,6 +172,8 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
         raise ScenarioError(f"`{both[0]}` is both fitted (--fit) and held (--set)")
     if loss not in LOSSES:
         raise ScenarioError(f"--loss must be one of {', '.join(LOSSES)}, not `{loss}`")
+    if weight not in WEIGHTS:
+        raise ScenarioError(f"--weight must be one of {', '.join(WEIGHTS)}, not `{weight}`")
     fams = {f.strip() for f in on.split(",") if f.strip()}
     keep = lambda p: all(any(s in p.id for s in group) for group in (only or []))  # noqa: E731
     train = [p for p in points if p.supported and (p.family in fams or p.id in fams) and keep(p)]
@@ -165,7 +199,7 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
         return np.log(np.maximum(pred, 1e-300) / fit_rows.measured)
 
     sol = least_squares(resid, np.clip(start / scale, lo, hi), bounds=(lo, hi), diff_step=1e-3,
-                        loss=loss, f_scale=0.05)
+                        loss=weighted_loss(loss, row_weights(fit_rows, weight)), f_scale=0.05)
     fitted = dict(zip(names, map(float, sol.x * scale)))
     err = lambda rows, ov: predict(validator, rows, ov) / rows.measured - 1  # noqa: E731
     before, after = err(fit_rows, fixed), err(fit_rows, {**fixed, **fitted})
@@ -174,7 +208,8 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
     held_rows = rest_rows.subset(sharing(validator, rest_rows, same))
     held_before, held_after = err(held_rows, fixed), err(held_rows, {**fixed, **fitted})
     return {"names": list(names), "shipped": ships, "fitted": fitted,
-            "fixed": {n: str(v) for n, v in held.items()}, "loss": loss, "fit_on": sorted(fams),
+            "fixed": {n: str(v) for n, v in held.items()}, "loss": loss, "weight": weight,
+            "fit_on": sorted(fams),
             "only": only or [],
             "fit_points": len(train), "rest_points": len(rest),
             "held_points": len(set(held_rows.ids)),
