@@ -7,6 +7,7 @@ written back: a fitted value goes into a preset by hand, with the command as its
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,9 +132,7 @@ def row_weights(rows: Rows, weight: str) -> np.ndarray:
     the fit set) scaled so the weights still sum to the row count (``family``)."""
     if weight == "row":
         return np.ones(len(rows))
-    counts: dict = {}
-    for f in rows.families:
-        counts[f] = counts.get(f, 0) + 1
+    counts = Counter(rows.families)
     w = np.array([1.0 / counts[f] for f in rows.families])
     return w * len(rows) / w.sum()
 
