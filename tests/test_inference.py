@@ -314,7 +314,29 @@ def test_sliding_window_layers_cache_and_read_only_their_window(model, tmp_path)
     assert r.scalar("decode_attended_len") == 0.5 * (8064 + 64) + 0.5 * 129
     assert r.scalar("decode_attention_flops") / full.scalar("decode_attention_flops") == \
         pytest.approx((0.5 * 8128 + 0.5 * 129) / 8128, rel=1e-12)
-    # prefill: a local layer computes the band 1 - (1 - 129/8064)^2 of the causal triangle
+    # prefill: a local layer computes the band 1 - (1 - 129/8064)^2 of the causal triangle;
+    # both runs add the diagonal tiles, 64-row tiles at head_dim 64: 64 / (2 x 8,064)
     band = 1 - (1 - 129 / 8064) ** 2
+    diagonal = 64 / (2 * 8064)
+    assert r.scalar("prefill_causal_tile_waste") == pytest.approx(diagonal, rel=1e-12)
     assert r.scalar("prefill_attention_flops") / full.scalar("prefill_attention_flops") == \
-        pytest.approx(0.5 + 0.5 * band, rel=1e-12)
+        pytest.approx((0.5 * (0.5 + 0.5 * band) + diagonal) / (0.5 + diagonal), rel=1e-12)
+
+
+def test_causal_prefill_computes_the_diagonal_tiles_in_full(model, tmp_path):
+    """Llama 2 7B (head_dim 128, so 128-row FlashAttention tiles on H100): a 512-token prompt
+    runs 4 diagonal tiles of 128 x 128 in full, 512 x 128 / 2 masked scores beyond the causal
+    half - 0.5 + 0.125 of the square, where standard attention computes all of it. A 64-token
+    prompt is one tile: its whole square is computed."""
+    use = ["models/llama2-7b", "hardware/h100-sxm5-80gb", "systems/dgx-h100-superpod"]
+    flash = run_file(model, tmp_path, use, tp=1, batch=1, prompt_len=512, output_len=16)
+    plain = run_file(model, tmp_path, use, tp=1, batch=1, prompt_len=512, output_len=16,
+                     attention_impl="standard")
+    assert flash.scalar("flash_block_rows") == 128
+    assert flash.scalar("prefill_causal_tile_waste") == pytest.approx(128 / (2 * 512), rel=1e-12)
+    # 2 FLOPs x 512^2 scores x (128 + 128) MACs per score per head x 32 heads
+    assert plain.scalar("prefill_attention_flops") == pytest.approx(2 * 512**2 * 256 * 32, rel=1e-12)
+    assert flash.scalar("prefill_attention_flops") / plain.scalar("prefill_attention_flops") == \
+        pytest.approx(0.625, rel=1e-12)
+    tiny = run_file(model, tmp_path, use, tp=1, batch=1, prompt_len=64, output_len=16)
+    assert tiny.scalar("prefill_causal_tile_waste") == 0.5
