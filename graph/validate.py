@@ -41,6 +41,7 @@ family); calibration constants are global and never set here.
 from __future__ import annotations
 
 import json
+import sys
 
 from .errors import ScenarioError
 from .fmt import table
@@ -52,6 +53,7 @@ from .validate_report import (SUMMARY_HEAD, Report, Row, markdown, print_text,  
                               rows_table, status, summary_rows, to_json,
                               unsupported_by_reason, write_xlsx, _pct, _num)
 from .scenario import parse_set
+from .validate_crossval import cross_validate
 from .validate_fit import LOSSES, WEIGHTS, fit  # noqa: F401
 from .validate_run import CHECKS, Validator, select  # noqa: F401
 
@@ -73,7 +75,8 @@ def register(sub, *, common) -> None:
     v.add_argument("--fit", metavar="A[,B]", help="fit these global calibration inputs (e.g. "
                    "gemm_efficiency) on the --on families and report the error there and on the "
                    "held-out points that share the inputs' shipped values; nothing is written back")
-    v.add_argument("--on", metavar="F[,G]", help="families (or point ids) to fit on, with --fit")
+    v.add_argument("--on", metavar="F[,G]", help="families (or point ids) to fit on, with --fit; "
+                   "all for every family")
     v.add_argument("--only", action="append", default=[], metavar="S[,T]", help="with --fit: fit "
                    "only the --on points whose id contains one of these substrings (e.g. b200 for "
                    "one generation's rows of a mixed family); repeatable, a point must pass every "
@@ -88,6 +91,9 @@ def register(sub, *, common) -> None:
                    "the weight, so a table of many rows does not set the constant alone)")
     v.add_argument("--dump", action="store_true", help="with --fit: list every fitted and held-out "
                    "row's error before and after")
+    v.add_argument("--cross-validate", action="store_true", help="with --fit: leave each family "
+                   "of the fit set out in turn, fit on the others and predict it; report those "
+                   "errors beside the shipped values' (one fit per family)")
     common(v, scenario=False)
     v.set_defaults(func=cmd_validate)
 
@@ -103,6 +109,44 @@ def _held(items: list[str]) -> dict:
     return out
 
 
+def _print_cross_validation(validator, points, args, only) -> int:
+    """``--fit ... --cross-validate``: leave-one-family-out errors beside the shipped values'."""
+    names = [n.strip() for n in args.fit.split(",")]
+
+    def tick(i, n, family):
+        print(f"cross-validating {i}/{n}: leaving out {family}", file=sys.stderr, flush=True)
+
+    out = cross_validate(validator, points, names, args.on, only=only, fixed=_held(args.set),
+                         loss=args.loss or "linear", weight=args.weight or "row", tick=tick)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    ids = "".join(f" (ids with {' or '.join(g)})" for g in only)
+    print(f"{', '.join(names)} cross-validated over the {len(out['families'])} families of "
+          f"--on {args.on}{ids} ({out['loss']} loss"
+          f"{', each family weighted once' if out['weight'] == 'family' else ''}): each family "
+          "predicted by a fit on the others (nothing written back)")
+    for n, x in out["fixed"].items():
+        print(f"  {n} = {x} (set)")
+    rows = [[f["family"], str(f["rows"]),
+             ", ".join(f"{v:.4g}" for v in f["fitted"].values()),
+             _pct(f["shipped_median_abs_error"], False), _pct(f["crossed_median_abs_error"], False)]
+            for f in out["families"]]
+    print(table(rows, ["left out", "rows", "fit on the others", "shipped median |err|",
+                       "cross-validated"], right={1, 3, 4}))
+    rows = []
+    for label, key in [("all rows, shipped", "shipped"), ("all rows, cross-validated", "crossed")]:
+        s = out[key]
+        rows.append([label, str(s["compared"]), _pct(s["median_abs_error"], False),
+                     _pct(s["p90_abs_error"], False), _pct(s["worst_error"])])
+    print(table(rows, ["rows", "compared", "median |err|", "p90 |err|", "worst"],
+                right={1, 2, 3, 4}))
+    print(f"median of the families' median |err|: {_pct(out['family_median_shipped'], False)} "
+          f"shipped, {_pct(out['family_median_crossed'], False)} cross-validated; "
+          f"{out['families_better']} families predicted better, {out['families_worse']} worse")
+    return 0
+
+
 def cmd_validate(args) -> int:
     lib = load_library(getattr(args, "formulas", None))
     validator = Validator(lib)
@@ -110,13 +154,16 @@ def cmd_validate(args) -> int:
     categories = [args.category] if args.category else CATEGORIES
     stray = [flag for flag, given in [("--on", args.on), ("--only", args.only), ("--set", args.set),
                                       ("--loss", args.loss), ("--weight", args.weight),
-                                      ("--dump", args.dump)] if given]
+                                      ("--dump", args.dump),
+                                      ("--cross-validate", args.cross_validate)] if given]
     if stray and not args.fit:
         raise ScenarioError(f"{stray[0]} goes with --fit NAME[,NAME] (the inputs to fit)")
     if args.fit:
         if not args.on:
             raise ScenarioError("--fit needs --on FAMILY[,FAMILY] (the points to fit on)")
         only = [[s.strip() for s in group.split(",") if s.strip()] for group in args.only]
+        if args.cross_validate:
+            return _print_cross_validation(validator, points, args, only)
         out = fit(validator, points, [n.strip() for n in args.fit.split(",")], args.on,
                   only=only, fixed=_held(args.set), loss=args.loss or "linear",
                   weight=args.weight or "row")

@@ -25,6 +25,8 @@ LOSSES = ("linear", "soft_l1")
 #: how the fit set's rows weigh: each row once, or each family once (its rows share 1 between them,
 #: so a weak-scaling table of 90 rows counts as much as a paper's single run)
 WEIGHTS = ("row", "family")
+#: ``--on all``: fit on every family (narrowed by ``--only``)
+ALL = "all"
 
 
 @dataclass
@@ -150,18 +152,23 @@ def weighted_loss(loss: str, weights: np.ndarray):
     return rho
 
 
-def fit(validator: Validator, points: list[Point], names: list[str], on: str,
-        only: list[list[str]] | None = None, fixed: dict | None = None,
-        loss: str = "linear", weight: str = "row") -> dict:
-    """Fit the global inputs ``names`` on the counted rows of the families (or point ids) ``on``
-    among ``points``, keeping those whose id contains one substring of every group in ``only``;
-    ``fixed`` (a number or a choice name per input) is held for the fit and both reports. Reports
-    the fitted values and the error before (the shipped values) and after, on the fit set and on
-    the held-out rows: the other supported ``points`` whose scenarios give the fitted and the set
-    inputs the fit set's shipped values (the rows the refitted constants would move). ``weight``
-    family gives each family of the fit set one vote, however many rows it has."""
-    from scipy.optimize import least_squares
+def fit_points(points: list[Point], on: str, only: list[list[str]] | None = None) -> list[Point]:
+    """The supported ``points`` of the families (or point ids) ``on`` - ``all`` for every family -
+    whose id contains one substring of every group in ``only``."""
+    fams = {f.strip() for f in on.split(",") if f.strip()}
+    every = fams == {ALL}
+    keep = lambda p: all(any(s in p.id for s in group) for group in (only or []))  # noqa: E731
+    train = [p for p in points
+             if p.supported and (every or p.family in fams or p.id in fams) and keep(p)]
+    if not train:
+        raise ScenarioError(f"--on `{on}`{' with --only' if only else ''} selects no supported "
+                            f"point (families: {', '.join(sorted({p.family for p in points}))})")
+    return train
 
+
+def check_names(validator: Validator, names: list[str], fixed: dict | None, loss: str,
+                weight: str) -> None:
+    """The fitted names are numeric inputs not also held; the loss and weighting are known."""
     lib = validator.lib
     for n in names:
         if n not in lib.inputs or lib.inputs[n].is_choice:
@@ -173,21 +180,17 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
         raise ScenarioError(f"--loss must be one of {', '.join(LOSSES)}, not `{loss}`")
     if weight not in WEIGHTS:
         raise ScenarioError(f"--weight must be one of {', '.join(WEIGHTS)}, not `{weight}`")
-    fams = {f.strip() for f in on.split(",") if f.strip()}
-    keep = lambda p: all(any(s in p.id for s in group) for group in (only or []))  # noqa: E731
-    train = [p for p in points if p.supported and (p.family in fams or p.id in fams) and keep(p)]
-    chosen = {id(p) for p in train}
-    rest = [p for p in points if p.supported and id(p) not in chosen]
-    if not train:
-        raise ScenarioError(f"--on `{on}`{' with --only' if only else ''} selects no supported "
-                            f"point (families: {', '.join(sorted({p.family for p in points}))})")
-    held = dict(fixed or {})
-    fixed = encode_fixed(validator, held)
-    fit_rows, rest_rows = collect(validator, train), collect(validator, rest)
-    if not len(fit_rows):
-        raise ScenarioError(f"--on `{on}`: the selected points have no counted row to fit")
-    ships = {n: shipped(validator, fit_rows, n) for n in names}
-    start = np.array([float(np.median(ships[n])) for n in names])
+
+
+def solve(validator: Validator, fit_rows: Rows, names: list[str], fixed: dict, loss: str,
+          weight: str) -> dict[str, float]:
+    """The values of ``names`` that fit ``fit_rows`` (scipy.optimize.least_squares on the log
+    error, from the median of their shipped values, within the inputs' bounds), ``fixed``
+    (encoded values) held."""
+    from scipy.optimize import least_squares
+
+    lib = validator.lib
+    start = np.array([float(np.median(shipped(validator, fit_rows, n))) for n in names])
     scale = np.where(start != 0, np.abs(start), 1.0)
     bound = lambda b, inf: inf if b is None else float(b)  # noqa: E731
     lo = [bound(lib.inputs[n].bounds[0], -np.inf) / s for n, s in zip(names, scale)]
@@ -199,7 +202,31 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
 
     sol = least_squares(resid, np.clip(start / scale, lo, hi), bounds=(lo, hi), diff_step=1e-3,
                         loss=weighted_loss(loss, row_weights(fit_rows, weight)), f_scale=0.05)
-    fitted = dict(zip(names, map(float, sol.x * scale)))
+    return dict(zip(names, map(float, sol.x * scale)))
+
+
+def fit(validator: Validator, points: list[Point], names: list[str], on: str,
+        only: list[list[str]] | None = None, fixed: dict | None = None,
+        loss: str = "linear", weight: str = "row") -> dict:
+    """Fit the global inputs ``names`` on the counted rows of the families (or point ids) ``on``
+    among ``points`` (``all``: every family), keeping those whose id contains one substring of
+    every group in ``only``; ``fixed`` (a number or a choice name per input) is held for the fit
+    and both reports. Reports the fitted values and the error before (the shipped values) and
+    after, on the fit set and on the held-out rows: the other supported ``points`` whose
+    scenarios give the fitted and the set inputs the fit set's shipped values (the rows the
+    refitted constants would move). ``weight`` family gives each family of the fit set one vote,
+    however many rows it has."""
+    check_names(validator, names, fixed, loss, weight)
+    train = fit_points(points, on, only)
+    chosen = {id(p) for p in train}
+    rest = [p for p in points if p.supported and id(p) not in chosen]
+    held = dict(fixed or {})
+    fixed = encode_fixed(validator, held)
+    fit_rows, rest_rows = collect(validator, train), collect(validator, rest)
+    if not len(fit_rows):
+        raise ScenarioError(f"--on `{on}`: the selected points have no counted row to fit")
+    ships = {n: shipped(validator, fit_rows, n) for n in names}
+    fitted = solve(validator, fit_rows, names, fixed, loss, weight)
     err = lambda rows, ov: predict(validator, rows, ov) / rows.measured - 1  # noqa: E731
     before, after = err(fit_rows, fixed), err(fit_rows, {**fixed, **fitted})
     # held out: the other rows that ship the fit set's values of every fitted and set input
@@ -208,7 +235,8 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
     held_before, held_after = err(held_rows, fixed), err(held_rows, {**fixed, **fitted})
     return {"names": list(names), "shipped": ships, "fitted": fitted,
             "fixed": {n: str(v) for n, v in held.items()}, "loss": loss, "weight": weight,
-            "fit_on": sorted(fams),
+            "fit_on": sorted({p.family for p in train}) if on.strip() == ALL
+            else sorted({f.strip() for f in on.split(",") if f.strip()}),
             "only": only or [],
             "fit_points": len(train), "rest_points": len(rest),
             "held_points": len(set(held_rows.ids)),

@@ -18,7 +18,8 @@ LAYERS = [
     {"units", "declarations"},
     {"library", "libcache", "compile", "codegen", "emit"},
     {"evaluate", "fmt", "scenario"},
-    {"sensitivity", "nonsmooth", "audit", "validate_points", "validate_report", "validate_run"},
+    {"sensitivity", "nonsmooth", "audit", "validate_points", "validate_report", "validate_run",
+     "validate_fit", "validate_crossval"},
     {"validate", "cli"},
 ]
 
