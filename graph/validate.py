@@ -109,6 +109,10 @@ def _held(items: list[str]) -> dict:
     return out
 
 
+def _families(n: int) -> str:
+    return f"{n} {'family' if n == 1 else 'families'}"
+
+
 def _print_cross_validation(validator, points, args, only) -> int:
     """``--fit ... --cross-validate``: leave-one-family-out errors beside the shipped values'."""
     names = [n.strip() for n in args.fit.split(",")]
@@ -143,7 +147,7 @@ def _print_cross_validation(validator, points, args, only) -> int:
                 right={1, 2, 3, 4}))
     print(f"median of the families' median |err|: {_pct(out['family_median_shipped'], False)} "
           f"shipped, {_pct(out['family_median_crossed'], False)} cross-validated; "
-          f"{out['families_better']} families predicted better, {out['families_worse']} worse")
+          f"{_families(out['families_better'])} predicted better, {out['families_worse']} worse")
     return 0
 
 
