@@ -109,6 +109,15 @@ def _held(items: list[str]) -> dict:
     return out
 
 
+def _stats_table(out: dict, labelled: list[tuple[str, str]]) -> str:
+    """The error statistics ``out[key]`` of each (label, key) as a table, one row each."""
+    rows = [[label, str(out[key]["compared"]), _pct(out[key]["median_abs_error"], False),
+             _pct(out[key]["p90_abs_error"], False), _pct(out[key]["worst_error"])]
+            for label, key in labelled]
+    return table(rows, ["rows", "compared", "median |err|", "p90 |err|", "worst"],
+                 right={1, 2, 3, 4})
+
+
 def _families(n: int) -> str:
     return f"{n} {'family' if n == 1 else 'families'}"
 
@@ -138,13 +147,8 @@ def _print_cross_validation(validator, points, args, only) -> int:
             for f in out["families"]]
     print(table(rows, ["left out", "rows", "fit on the others", "shipped median |err|",
                        "cross-validated"], right={1, 3, 4}))
-    rows = []
-    for label, key in [("all rows, shipped", "shipped"), ("all rows, cross-validated", "crossed")]:
-        s = out[key]
-        rows.append([label, str(s["compared"]), _pct(s["median_abs_error"], False),
-                     _pct(s["p90_abs_error"], False), _pct(s["worst_error"])])
-    print(table(rows, ["rows", "compared", "median |err|", "p90 |err|", "worst"],
-                right={1, 2, 3, 4}))
+    print(_stats_table(out, [("all rows, shipped", "shipped"),
+                             ("all rows, cross-validated", "crossed")]))
     print(f"median of the families' median |err|: {_pct(out['family_median_shipped'], False)} "
           f"shipped, {_pct(out['family_median_crossed'], False)} cross-validated; "
           f"{_families(out['families_better'])} predicted better, {out['families_worse']} worse")
@@ -190,15 +194,10 @@ def cmd_validate(args) -> int:
                 print(f"  {label}:")
                 for r in sorted(out[key], key=lambda r: r["after"]):
                     print(f"    {r['after']:+7.1%}  (was {r['before']:+7.1%})  {r['point']}")
-        rows = []
-        for label, key in [("fit set, shipped", "fit_before"), ("fit set, fitted", "fit_after"),
-                           ("held out, shipped", "held_before"),
-                           ("held out, fitted", "held_after")]:
-            s = out[key]
-            rows.append([label, str(s["compared"]), _pct(s["median_abs_error"], False),
-                         _pct(s["p90_abs_error"], False), _pct(s["worst_error"])])
-        print(table(rows, ["rows", "compared", "median |err|", "p90 |err|", "worst"],
-                       right={1, 2, 3, 4}))
+        print(_stats_table(out, [("fit set, shipped", "fit_before"),
+                                 ("fit set, fitted", "fit_after"),
+                                 ("held out, shipped", "held_before"),
+                                 ("held out, fitted", "held_after")]))
         return 0
     report = validator.run(points)
     if args.xlsx:
