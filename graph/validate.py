@@ -109,6 +109,20 @@ def _held(items: list[str]) -> dict:
     return out
 
 
+def _fit_options(args, only: list[list[str]]) -> dict:
+    """The keyword arguments --only, --set, --loss and --weight give a fit."""
+    return dict(only=only, fixed=_held(args.set), loss=args.loss or "linear",
+                weight=args.weight or "row")
+
+
+def _ids(only: list[list[str]]) -> str:
+    return "".join(f" (ids with {' or '.join(g)})" for g in only)
+
+
+def _loss_words(out: dict) -> str:
+    return f"{out['loss']} loss{', each family weighted once' if out['weight'] == 'family' else ''}"
+
+
 def _stats_table(out: dict, labelled: list[tuple[str, str]]) -> str:
     """The error statistics ``out[key]`` of each (label, key) as a table, one row each."""
     rows = [[label, str(out[key]["compared"]), _pct(out[key]["median_abs_error"], False),
@@ -129,16 +143,13 @@ def _print_cross_validation(validator, points, args, only) -> int:
     def tick(i, n, family):
         print(f"cross-validating {i}/{n}: leaving out {family}", file=sys.stderr, flush=True)
 
-    out = cross_validate(validator, points, names, args.on, only=only, fixed=_held(args.set),
-                         loss=args.loss or "linear", weight=args.weight or "row", tick=tick)
+    out = cross_validate(validator, points, names, args.on, tick=tick, **_fit_options(args, only))
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    ids = "".join(f" (ids with {' or '.join(g)})" for g in only)
     print(f"{', '.join(names)} cross-validated over the {len(out['families'])} families of "
-          f"--on {args.on}{ids} ({out['loss']} loss"
-          f"{', each family weighted once' if out['weight'] == 'family' else ''}): each family "
-          "predicted by a fit on the others (nothing written back)")
+          f"--on {args.on}{_ids(only)} ({_loss_words(out)}): each family predicted by a fit on "
+          "the others (nothing written back)")
     for n, x in out["fixed"].items():
         print(f"  {n} = {x} (set)")
     rows = [[f["family"], str(f["rows"]),
@@ -173,15 +184,12 @@ def cmd_validate(args) -> int:
         if args.cross_validate:
             return _print_cross_validation(validator, points, args, only)
         out = fit(validator, points, [n.strip() for n in args.fit.split(",")], args.on,
-                  only=only, fixed=_held(args.set), loss=args.loss or "linear",
-                  weight=args.weight or "row")
+                  **_fit_options(args, only))
         if args.json:
             print(json.dumps(out, indent=2))
             return 0
-        ids = "".join(f" (ids with {' or '.join(g)})" for g in only)
-        print(f"fitted on {', '.join(out['fit_on'])}{ids} ({out['fit_points']} points, "
-              f"{out['fit_after']['compared']} rows, {out['loss']} loss"
-              f"{', each family weighted once' if out['weight'] == 'family' else ''}); held out: the "
+        print(f"fitted on {', '.join(out['fit_on'])}{_ids(only)} ({out['fit_points']} points, "
+              f"{out['fit_after']['compared']} rows, {_loss_words(out)}); held out: the "
               f"{out['held_points']} other points with the same shipped values (nothing written "
               "back)")
         for n, x in out["fixed"].items():
