@@ -152,10 +152,15 @@ def weighted_loss(loss: str, weights: np.ndarray):
     return rho
 
 
+def on_names(on: str) -> set[str]:
+    """The families or point ids ``--on`` names (comma-separated; ``all`` for every family)."""
+    return {f.strip() for f in on.split(",") if f.strip()}
+
+
 def fit_points(points: list[Point], on: str, only: list[list[str]] | None = None) -> list[Point]:
     """The supported ``points`` of the families (or point ids) ``on`` - ``all`` for every family -
     whose id contains one substring of every group in ``only``."""
-    fams = {f.strip() for f in on.split(",") if f.strip()}
+    fams = on_names(on)
     every = fams == {ALL}
     keep = lambda p: all(any(s in p.id for s in group) for group in (only or []))  # noqa: E731
     train = [p for p in points
@@ -235,8 +240,7 @@ def fit(validator: Validator, points: list[Point], names: list[str], on: str,
     held_before, held_after = err(held_rows, fixed), err(held_rows, {**fixed, **fitted})
     return {"names": list(names), "shipped": ships, "fitted": fitted,
             "fixed": {n: str(v) for n, v in held.items()}, "loss": loss, "weight": weight,
-            "fit_on": sorted({p.family for p in train}) if on.strip() == ALL
-            else sorted({f.strip() for f in on.split(",") if f.strip()}),
+            "fit_on": sorted({p.family for p in train} if on_names(on) == {ALL} else on_names(on)),
             "only": only or [],
             "fit_points": len(train), "rest_points": len(rest),
             "held_points": len(set(held_rows.ids)),
