@@ -40,7 +40,7 @@ def test_mi350x_is_the_mi355x_silicon_at_its_lower_clock():
     assert mi350x.scalar("peak_flops_bf16") == pytest.approx(256 * 4096 * 2.2e9, rel=1e-4)  # 2.3 PF dense
     for const in ("gemm_efficiency", "fp8_gemm_efficiency_factor", "attention_efficiency"):
         assert mi350x.scalar(const) == mi355x.scalar(const), const
-    assert mi355x.scalar("gemm_efficiency") == 0.645
+    assert mi355x.scalar("gemm_efficiency") == 0.65   # 0.645 before the SM contention of hidden traffic
     assert mi355x.scalar("hbm_bandwidth") == mi350x.scalar("hbm_bandwidth") == 8e12
 
 
@@ -55,7 +55,8 @@ def test_mi350x_clock_fraction_is_the_measured_lora_ratio_over_the_peak_clock_ra
 
 def test_mi350x_held_out_8b_row_reads_within_its_stated_error():
     """Neither 8B row fixes a constant on the MI350X: its step is predicted from the MI355X fit and the LoRA-derived
-    clock, and reads -12.1 % (1.126 against 1.281 s); the MI355X 8B row, one of the fit's two, reads -7.5 %."""
+    clock, and reads -11.7 % (1.131 against 1.281 s); the MI355X 8B row, one of the fit's two, reads -6.9 % (-12.1 and
+    -7.5 % before the SM contention of hidden traffic, 2026-11-28)."""
     run = point_runner(MI350X_8B)
-    assert run(MI350X_8B).scalar("step_time") / 1.2812 - 1 == pytest.approx(-0.121, abs=0.005)
-    assert run(MI355X_8B).scalar("step_time") / 1.0454 - 1 == pytest.approx(-0.075, abs=0.005)
+    assert run(MI350X_8B).scalar("step_time") / 1.2812 - 1 == pytest.approx(-0.117, abs=0.005)
+    assert run(MI355X_8B).scalar("step_time") / 1.0454 - 1 == pytest.approx(-0.069, abs=0.005)

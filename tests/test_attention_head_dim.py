@@ -73,8 +73,9 @@ def validator_and_points():
 
 
 @pytest.mark.parametrize("pid, before, after", [
-    (GPT_OSS, 1.287, 1.262),       # tokens/s predicted over measured: +28.7 -> +26.2 %, nearer
-    (OLMOE_EP8, 1.030, 1.056),     # iteration time: +3.0 -> +5.6 %, one of the rows that read worse
+    # with the SM contention of hidden traffic and the 2026-11-28 refits (+28.7 -> +26.2 % and +3.0 -> +5.6 % before)
+    (GPT_OSS, 1.304, 1.279),       # tokens/s predicted over measured: +30.4 -> +27.9 %, nearer
+    (OLMOE_EP8, 1.006, 1.032),     # iteration time: +0.6 -> +3.2 %, one of the rows that read worse
 ])
 def test_held_out_rows_move_as_documented(validator_and_points, pid, before, after):
     v, points = validator_and_points

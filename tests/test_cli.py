@@ -149,7 +149,7 @@ def test_list_calibration_names_each_constant_per_preset_with_its_origin(capsys)
     rows = json.loads(out)
     by = {(r["constant"], r["preset"]): r for r in rows}
     assert by[("gemm_efficiency", "(library default)")]["value"] == "0.75"
-    assert by[("gemm_efficiency", "hardware/b200")]["value"] == "0.52"
+    assert by[("gemm_efficiency", "hardware/b200")]["value"] == "0.54"
     # a preset that takes the constant through `use:` names the file that set it
     assert by[("gemm_efficiency", "hardware/gb200")]["set_in"].startswith("templates/hardware/b200.yaml:")
     assert by[("kernel_launch_overhead", "(library default)")]["value"] == "4 µs"

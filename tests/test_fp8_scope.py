@@ -26,8 +26,8 @@ def test_routed_share_of_the_mlp_gemms_by_hand(point):
     assert r.scalar("routed_expert_ffn_share") == pytest.approx(routed / total, rel=1e-12)
     assert r.scalar("routed_expert_ffn_share") == pytest.approx(950272 / 1124352, rel=1e-12)   # 0.8452
     fp8, bf16 = r.scalar("gemm_flops_rate"), r.scalar("output_layer_gemm_rate")
-    assert fp8 == pytest.approx(1979e12 * 0.55 * 0.90, rel=1e-12)     # H100 FP8 peak x gemm_efficiency x FP8 factor
-    assert bf16 == pytest.approx(989e12 * 0.55, rel=1e-12)            # H100 BF16 peak x gemm_efficiency
+    assert fp8 == pytest.approx(1979e12 * 0.61 * 0.88, rel=1e-12)     # H100 FP8 peak x gemm_efficiency x FP8 factor
+    assert bf16 == pytest.approx(989e12 * 0.61, rel=1e-12)            # H100 BF16 peak x gemm_efficiency
     assert r.scalar("non_expert_gemm_flops_rate") == pytest.approx(bf16, rel=1e-12)
     s = routed / total
     assert r.scalar("mlp_gemm_flops_rate") == pytest.approx(1 / (s / fp8 + (1 - s) / bf16), rel=1e-12)

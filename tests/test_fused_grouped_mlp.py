@@ -57,12 +57,13 @@ def test_one_launch_for_all_local_experts(rows):
 
 
 def test_fusion_moves_the_row_towards_its_measurement(rows):
-    """45,056 tokens/s per GPU measured: the model reads -10.7 % unfused and -3.2 % fused (-18.1 / -11.9 % with the
+    """45,056 tokens/s per GPU measured: the model reads -9.9 % unfused and -2.4 % fused (-10.7 / -3.2 % before the
+    SM contention of hidden traffic and the 2026-11-28 refits; -18.1 / -11.9 % with the
     token permutation at 0.13 of peak HBM bandwidth, -19.1 / -13.0 % before the overlapped all-to-all took HybridEP's
     16 of 148 SMs instead of a flat 18 %)."""
     unfused, fused = rows
-    assert unfused("tokens_per_second_per_gpu") / 45056 - 1 == pytest.approx(-0.107, abs=0.002)
-    assert fused("tokens_per_second_per_gpu") / 45056 - 1 == pytest.approx(-0.032, abs=0.002)
+    assert unfused("tokens_per_second_per_gpu") / 45056 - 1 == pytest.approx(-0.099, abs=0.002)
+    assert fused("tokens_per_second_per_gpu") / 45056 - 1 == pytest.approx(-0.024, abs=0.002)
 
 
 def test_default_is_unfused():

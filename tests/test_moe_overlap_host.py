@@ -101,7 +101,8 @@ def test_host_bound_when_the_gpu_work_per_layer_is_short(point):
     assert r.scalar("step_host_time") == pytest.approx(r.scalar("microbatches") * want, rel=1e-12)
     # the step breakdown still sums to the step time
     parts = ["step_compute_time", "step_bubble_time", "step_tp_comm_time", "step_cp_comm_time", "step_ep_comm_time",
-             "step_pp_comm_time", "step_dp_comm_time", "step_embedding_comm_time", "step_host_time", "optimizer_step_time"]
+             "step_pp_comm_time", "step_dp_comm_time", "step_embedding_comm_time", "step_host_time", "optimizer_step_time",
+             "step_overlap_contention_time"]
     assert sum(r.scalar(p) for p in parts) == pytest.approx(r.scalar("step_time"), rel=1e-12)
 
 

@@ -69,7 +69,8 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     """The shipped 0.17 is the robust (soft-L1) fit on all 76 Megatron-Bridge points of the 25.09-26.08 releases (0.172
     when fitted; 0.174 since the gpt-oss rows price Megatron-Core's eager expert bias adds, moe_expert_bias_add - the
     fit set's median 7.3 % either way; 0.1705 since the slowest pipeline stage counts its own communication, 0.170
-    since the pipeline sends overlap by default). On the 80 MoE rows of the other frameworks and reports, held out, it
+    since the pipeline sends overlap by default, 0.166 since hidden traffic's SMs are priced with the 2026-11-28 refits;
+    held out there: 7.5 against 8.8 %, 12 against 10 rows worse than 20 %). On the 80 MoE rows of the other frameworks and reports, held out, it
     reads 7.1 % median against 9.6 % at the previous 0.13 (7.5 against 9.8 % before the overlapped sends, 7.1 against
     9.5 % before that stage fix) (the linear-loss fit on the 44 points of the 25.09-26.02 releases), with
     11 rows worse than 20 % either way, since the 64-wide heads of gpt-oss and OLMoE run at their kernel's head-width
@@ -87,15 +88,16 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
               "megatron-bridge-26.08", "megatron-bridge-gb300", "megatron-bridge-moe", "megatron-bridge-moe-extra"]
     out = fit(validator, points, ["moe_permute_hbm_fraction"], ",".join(bridge), loss="soft_l1")
     assert out["fit_points"] == 76
-    assert out["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.1705, abs=0.002)
+    assert out["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.166, abs=0.002)
     assert out["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.17, abs=0.01)   # the shipped value
     # the old value: the squared-log-error fit on the 25.09-26.02 points, which the fast gpt-oss rows pull down (0.133
     # before the expert bias adds slowed them; 0.141 since, 0.145 since the 64-wide heads run at their kernel's rate,
-    # 0.141 again since the slowest stage counts its own communication, 0.140 with the sends overlapped)
+    # 0.141 again since the slowest stage counts its own communication, 0.140 with the sends overlapped, 0.131 with
+    # hidden traffic's SMs priced)
     old = fit(validator, points, ["moe_permute_hbm_fraction"],
               "megatron-bridge-moe,megatron-bridge-26.02,megatron-bridge-gb300,megatron-bridge")
     assert old["fit_points"] == 44
-    assert old["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.141, abs=0.003)
+    assert old["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.131, abs=0.003)
     # the other frameworks' and reports' rows of mixture-of-experts models (Megatron-Bridge 26.04, outside the fit
     # too, is not among them)
     held_out = [p for p in points if p.family not in bridge + ["megatron-bridge-26.04"] and p.supported
@@ -108,8 +110,8 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
         return (errs[39] + errs[40]) / 2, sum(e > 0.2 for e in errs)
 
     shipped, previous = errors({}), errors({"moe_permute_hbm_fraction": 0.13})
-    assert shipped[0] == pytest.approx(0.071, abs=0.003) and previous[0] == pytest.approx(0.096, abs=0.003)
-    assert (shipped[1], previous[1]) == (11, 11)     # rows worse than 20 %
+    assert shipped[0] == pytest.approx(0.075, abs=0.003) and previous[0] == pytest.approx(0.088, abs=0.003)
+    assert (shipped[1], previous[1]) == (12, 10)     # rows worse than 20 % (11 and 11 before the SM contention)
 
 
 def test_dense_models_do_not_move(point):

@@ -58,8 +58,10 @@ def test_parts_sum_to_the_step_time(tool, rows):
     for r in rows:
         assert sum(r["parts"].values()) == pytest.approx(r["step_time"], rel=1e-9), r["label"]
     h100 = rows[5]["parts"]
+    # 3.09 s compute and 2.02 s bubble before the SM contention of hidden traffic (0.05 s here) and Hopper's refit
+    # to 0.61 x 0.88 of the peak (2026-11-28)
     assert [round(h100[p], 2) for p in ("compute", "bubble", "TP", "EP", "PP")] == \
-        [3.09, 2.02, 0.32, 1.26, 0.01]
+        [2.92, 1.94, 0.32, 1.26, 0.01]
 
 
 def test_bubble_is_seven_sixteenths_of_the_microbatch_time(tool, rows):
@@ -99,19 +101,20 @@ def test_each_step_is_bounded_by_the_hardware_ratio_it_changes(tool, model, rows
 #: 2.89 / 1.75 / 2.34 / 5.07 / 6.75 before the token permutation ran at its Megatron-Bridge fit (0.13 of peak HBM),
 #: 2.87 / 1.76 / 2.34 / 5.06 / 6.70 before the MoE layers dropped the dense MLP's TP collectives and gathered their
 #: routed rows over expert TP 8 (formulas/parallel/comm.yaml tp_mlp_collective_share, etp_token_collective_time).
-MEASURED = {"H100 FP8 / A100 BF16": 2.71,                        # ("up to 9x", another model)
-            "HGX B200 / HGX H100": 1.67,                         # (3x)
-            "GB200 NVL72 / HGX H100": 2.37,                      # (4x)
-            "B200 / A100 (Kundu et al.), vs HGX B200": 4.54,     # (~35x)
-            "B200 / A100 (Kundu et al.), vs GB200 NVL72": 6.43}  # (~35x)
+#: 2.71 / 1.67 / 2.37 / 4.54 / 6.43 before the SM contention of hidden traffic and the 2026-11-28 refits.
+MEASURED = {"H100 FP8 / A100 BF16": 2.79,                        # ("up to 9x", another model)
+            "HGX B200 / HGX H100": 1.65,                         # (3x)
+            "GB200 NVL72 / HGX H100": 2.33,                      # (4x)
+            "B200 / A100 (Kundu et al.), vs HGX B200": 4.60,     # (~35x)
+            "B200 / A100 (Kundu et al.), vs GB200 NVL72": 6.50}  # (~35x)
 #: Why the model gives about half of the published ratios (stated, not fitted away):
-#: (1) calibration - the library's sustained GEMM rate is 0.75 of peak on A100 but 0.55 x 0.90 = 0.50
+#: (1) calibration - the library's sustained GEMM rate is 0.75 of peak on A100 but 0.61 x 0.88 = 0.54
 #:     of the FP8 peak on Hopper (fitted on Megatron-Core H100 and NeMo 24.07 H100 FP8 points) and
-#:     0.52 x 0.90 = 0.47 on Blackwell (fitted on the Megatron-Bridge 25.11 B200/GB200 FP8 points), so
+#:     0.54 x 0.90 = 0.49 on Blackwell (fitted on the Megatron-Bridge 25.11 B200/GB200 FP8 points), so
 #:     A100 BF16 -> GB200 FP8 GEMMs gain 10.0x for a 16x peak ratio;
 #: (2) attention stays in BF16 and pointwise work scales with HBM only; (3) the layout is the same on
 #:     every system (TP 8, PP 8, EP 16); with every overlap and interleaving switched on together the
-#:     ratios move by at most 0.3x (VARIANTS), and compute alone gives GB200/H100 2.28x: no equal
+#:     ratios move by at most 0.3x (VARIANTS), and compute alone gives GB200/H100 2.20x: no equal
 #:     software assumption reaches 4x. (4) NVIDIA's ratios are projections; its own measured
 #:     Megatron-Bridge 25.11 ratios on dense Llama are 2.1-2.8x (test_measured_generation_ratios).
 PUBLISHED_GAP = (0.1, 0.65)
@@ -144,21 +147,22 @@ def test_measured_generation_ratios(tool, measured):
     each system on NVIDIA's own layout) against the library on the same validation points.
     Hand-checked measured ratios: 30,624 / 14,451 = 2.12 (B200 / H100, Llama 3 8B), 31,508 / 14,451
     = 2.18, 4,312 / 1,602 = 2.69, 661 / 292 = 2.26, 813 / 292 = 2.78. The model's (pinned at the
-    figures of `python tools/seed_study.py`) are within 12 % on every row: +1 / +8 % on the 8B rows
+    figures of `python tools/seed_study.py`) are within 12 % on every row: -1 / +6 % on the 8B rows (+1 / +8 % before the SM contention of hidden
+    traffic and the 2026-11-28 refits; 70B +5 %, 405B -4 / -11 % then)
     (+14 / +21 % while the 2025 H100 rows ran the 2024 containers' 35 % attention; Megatron-Bridge 25.11
-    runs TransformerEngine's cuDNN attention on H100, at 0.6 in its assumptions), +5 % on 70B (-0 % before the
+    runs TransformerEngine's cuDNN attention on H100, at 0.6 in its assumptions), +3 % on 70B (-0 % before the
     FP8 runs' output layer ran at the BF16 rate) and
-    -4 / -11 % on 405B. NVIDIA's 3x / 4x projections still sit above its own
+    -4 / -10 % on 405B. NVIDIA's 3x / 4x projections still sit above its own
     measurements on dense models."""
     hand = {"B200 / H100, Llama 3 8B, 8 GPUs": 30624 / 14451,
             "GB200 / H100, Llama 3 8B, 8 GPUs": 31508 / 14451,
             "GB200 / H100, Llama 3 70B, 64 GPUs": 4312 / 1602,
             "B200 / H100, Llama 3.1 405B, 128 / 1,024 GPUs": 661 / 292,
             "GB200 / H100, Llama 3.1 405B, 256 / 1,024 GPUs": 813 / 292}
-    model = {"B200 / H100, Llama 3 8B, 8 GPUs": 2.14, "GB200 / H100, Llama 3 8B, 8 GPUs": 2.35,
-             "GB200 / H100, Llama 3 70B, 64 GPUs": 2.84,
-             "B200 / H100, Llama 3.1 405B, 128 / 1,024 GPUs": 2.17,
-             "GB200 / H100, Llama 3.1 405B, 256 / 1,024 GPUs": 2.47}
+    model = {"B200 / H100, Llama 3 8B, 8 GPUs": 2.11, "GB200 / H100, Llama 3 8B, 8 GPUs": 2.31,
+             "GB200 / H100, Llama 3 70B, 64 GPUs": 2.76,
+             "B200 / H100, Llama 3.1 405B, 128 / 1,024 GPUs": 2.18,
+             "GB200 / H100, Llama 3.1 405B, 256 / 1,024 GPUs": 2.51}
     assert set(measured) == set(hand)
     for label, m in measured.items():
         assert m["measured"] == pytest.approx(hand[label], rel=1e-9), label
@@ -170,15 +174,16 @@ def test_measured_generation_ratios(tool, measured):
 def test_software_assumptions_do_not_reach_the_projections(tool, model):
     """Overlaps and interleaving applied equally to every system move the fixed-layout ratios by at
     most 0.33x (pinned at the figures of `python tools/seed_study.py`); the compute-alone ratio
-    (no bubble, no communication) is 2.10x for HGX B200 / H100 and 2.28x for GB200 / H100."""
+    (no bubble, no communication) is 2.03x for HGX B200 / H100 and 2.20x for GB200 / H100 (2.10x and 2.28x before
+    the SM contention of hidden traffic and the 2026-11-28 refits)."""
     v = {r["label"]: r for r in tool.variant_rows(model)}
     base = v[tool.VARIANTS[0][0]]
     assert base["gb200/h100"] == pytest.approx(MEASURED["GB200 NVL72 / HGX H100"], rel=0.02)
     assert base["b200/h100"] == pytest.approx(MEASURED["HGX B200 / HGX H100"], rel=0.02)
     alone = v["compute alone (no bubble, no communication)"]
-    assert alone["b200/h100"] == pytest.approx(2.10, rel=0.02)
-    assert alone["gb200/h100"] == pytest.approx(2.28, rel=0.02)
-    assert v["all three overlaps + interleaving"]["b200/h100"] == pytest.approx(1.80, rel=0.02)  # 2.05 with DP hidden
+    assert alone["b200/h100"] == pytest.approx(2.03, rel=0.02)
+    assert alone["gb200/h100"] == pytest.approx(2.20, rel=0.02)
+    assert v["all three overlaps + interleaving"]["b200/h100"] == pytest.approx(1.74, rel=0.02)  # 1.80 before the contention
     for r in v.values():
         assert r["b200/h100"] < 3.0 and r["gb200/h100"] < 4.0 and r["gb200/a100"] < 35, r["label"]
         assert abs(r["gb200/h100"] - base["gb200/h100"]) <= 0.33, r["label"]
@@ -186,9 +191,10 @@ def test_software_assumptions_do_not_reach_the_projections(tool, model):
 
 def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
     """--retune searches each system's layout (the fixed one is among the candidates, so it can only
-    be as fast or faster). Measured: GB200 NVL72 / HGX H100 3.29x (published 4x), HGX B200 / HGX H100
-    1.86x (3x), GB200 NVL72 / A100 8.44x (~35x) with the data-parallel traffic exposed beyond one
-    microbatch's compute (2026-11-28: HGX H100 6.04 s, HGX B200 3.25 s, GB200 NVL72 1.84 s, each on DP 256-512
+    be as fast or faster). Measured: GB200 NVL72 / HGX H100 3.23x (published 4x), HGX B200 / HGX H100
+    1.83x (3x), GB200 NVL72 / A100 8.50x (~35x) with the data-parallel traffic exposed beyond one
+    microbatch's compute (2026-11-28, with the SM contention of hidden traffic: HGX H100 5.97 s, HGX B200 3.26 s, GB200 NVL72 1.85 s; 3.29x,
+    1.86x and 8.44x, 6.04 s, 3.25 s and 1.84 s before it; each on DP 256-512
     over 400G or 800G NICs); 3.41x, 2.62x and 8.88x with it fully hidden - the 80 GB GPUs keep expert TP 8, so they also hold its
     gathered expert inputs (8 x the dispatched rows) and settle on CP 2 and 4 stages of 6 chunks (HGX H100
     5.23 -> 5.62 s); 3.19x, 2.45x and 8.65x before that buffer was counted; with the expert-TP gathers
@@ -202,9 +208,9 @@ def test_retuned_layouts_are_never_slower_and_close_part_of_the_gap(tool, rows):
         assert b["step_time"] <= fixed[f"seed-gpt-moe-1.8t-{s}"] * (1 + 1e-9), s
     ratio = {k: best[a]["step_time"] / best[b]["step_time"] for k, a, b in
              [("b200", "h100", "b200"), ("gb200", "h100", "gb200-nvl72"), ("a100", "a100", "gb200-nvl72")]}
-    assert ratio["b200"] == pytest.approx(1.86, rel=0.02)
-    assert ratio["gb200"] == pytest.approx(3.29, rel=0.02)
-    assert ratio["a100"] == pytest.approx(8.44, rel=0.02)
+    assert ratio["b200"] == pytest.approx(1.83, rel=0.02)
+    assert ratio["gb200"] == pytest.approx(3.23, rel=0.02)
+    assert ratio["a100"] == pytest.approx(8.50, rel=0.02)
 
 
 def test_gpt_moe_1_8t_parameter_count(model):

@@ -86,11 +86,12 @@ def test_node_scaling_study(model):
     # the cost of the same run falls from 16 nm to 2 nm
     assert res["n2"].scalar("cost_per_training_run") < res["n16"].scalar("cost_per_training_run")
     # the network's time against the logic's grows once logic outpaces the network of the era (n16 -> n5): a
-    # layer's tensor-parallel collectives take 8 % of its compute at n16 and 27 % at n5 - hidden behind the GEMMs
+    # layer's tensor-parallel collectives take 9 % of its compute at n16 and 30 % at n5 - hidden behind the GEMMs
     # (overlapped, the default since 2026-11-28), while the exposed pipeline and data-parallel traffic's share of
-    # the step grows 1.0 -> 2.6 %
+    # the step grows 0.7 -> 1.9 % (8 and 27 %, 1.0 -> 2.6 % before Hopper's refit to 0.61 with the SM contention of
+    # hidden traffic, 2026-11-28)
     raw = {n: res[n].scalar("tp_comm_time_per_layer") / res[n].scalar("layer_compute_time_per_microbatch") for n in order}
-    assert raw["n16"] == pytest.approx(0.082, abs=0.002) and raw["n5"] == pytest.approx(0.271, abs=0.002)
+    assert raw["n16"] == pytest.approx(0.090, abs=0.002) and raw["n5"] == pytest.approx(0.297, abs=0.002)
     exposed = {n: sum(res[n].scalar(f"step_{g}_comm_time") for g in ("tp", "pp", "dp")) / res[n].scalar("step_time")
                for n in order}
     assert exposed["n5"] > 2 * exposed["n16"]

@@ -96,7 +96,7 @@ TRAINING_SCENARIOS = sorted(p.stem for p in (bundled_templates() / "scenarios").
                             if p.stem.startswith(("sc21-", "korthikanti-", "gpt")))
 PARTS = ["step_compute_time", "step_bubble_time", "step_tp_comm_time", "step_cp_comm_time",
          "step_ep_comm_time", "step_pp_comm_time", "step_dp_comm_time", "step_embedding_comm_time",
-         "optimizer_step_time"]
+         "optimizer_step_time", "step_overlap_contention_time"]
 
 
 @pytest.mark.parametrize("scenario", TRAINING_SCENARIOS)

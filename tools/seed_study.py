@@ -40,7 +40,8 @@ BASE = "scenarios/seed-gpt-moe-1.8t-a100"
 OUTPUTS = ["step_time", "tokens_per_second", "mfu", "memory_per_gpu", "fits_in_memory",
            "parallel_config_valid", "step_compute_time", "step_bubble_time", "step_tp_comm_time",
            "step_ep_comm_time", "step_pp_comm_time", "step_dp_comm_time", "step_cp_comm_time",
-           "step_embedding_comm_time", "step_host_time", "optimizer_step_time", "peak_flops_per_gpu", "hbm_bandwidth",
+           "step_embedding_comm_time", "step_host_time", "optimizer_step_time", "step_overlap_contention_time",
+           "peak_flops_per_gpu", "hbm_bandwidth",
            "scaleup_link_bw", "scaleup_links_per_gpu", "scaleup_domain_size", "scaleout_nic_bw"]
 
 
@@ -148,7 +149,7 @@ MEASURED_SOURCE = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive
 PARTS = [("compute", "step_compute_time"), ("bubble", "step_bubble_time"),
          ("TP", "step_tp_comm_time"), ("EP", "step_ep_comm_time"), ("PP", "step_pp_comm_time"),
          ("DP", "step_dp_comm_time"), ("CP", "step_cp_comm_time"), ("host", "step_host_time"),
-         ("other", ("step_embedding_comm_time", "optimizer_step_time"))]
+         ("contention", "step_overlap_contention_time"), ("other", ("step_embedding_comm_time", "optimizer_step_time"))]
 
 #: hardware numbers a step can change (the largest ratio bounds its factor)
 HARDWARE = ["peak_flops_per_gpu", "hbm_bandwidth", "scaleup_link_bw", "scaleup_links_per_gpu",
