@@ -49,8 +49,8 @@ from .library import load_library
 from .validate_points import (CATEGORIES, DEFAULT_TOLERANCE, EXPECT_KEYS,  # noqa: F401
                               FAMILY_KEYS, POINT_KEYS, Expect, Point, load_family, load_points,
                               validation_dir)
-from .validate_report import (SUMMARY_HEAD, Report, Row, markdown, print_text,  # noqa: F401
-                              rows_table, status, summary_rows, to_json,
+from .validate_report import (BY_KEYS, SUMMARY_HEAD, Report, Row, breakdown_tables,  # noqa: F401
+                              markdown, print_text, rows_table, status, summary_rows, to_json,
                               unsupported_by_reason, write_xlsx, _pct, _num)
 from .scenario import parse_set
 from .validate_crossval import cross_validate
@@ -72,6 +72,9 @@ def register(sub, *, common) -> None:
     v.add_argument("--markdown", action="store_true",
                    help="print the per-category accuracy table as Markdown (the README section)")
     v.add_argument("--xlsx", metavar="F", help="also write the results to F (.xlsx)")
+    v.add_argument("--by", choices=BY_KEYS, help="also break each category's statistics down by "
+                   "validation family, by the hardware preset a point runs on, or by dense "
+                   "against mixture-of-experts models (text and --json reports)")
     v.add_argument("--fit", metavar="A[,B]", help="fit these global calibration inputs (e.g. "
                    "gemm_efficiency) on the --on families and report the error there and on the "
                    "held-out points that share the inputs' shipped values; nothing is written back")
@@ -177,6 +180,8 @@ def cmd_validate(args) -> int:
                                       ("--cross-validate", args.cross_validate)] if given]
     if stray and not args.fit:
         raise ScenarioError(f"{stray[0]} goes with --fit NAME[,NAME] (the inputs to fit)")
+    if args.by and (args.fit or args.markdown):
+        raise ScenarioError("--by breaks down the text or --json report, not --fit or --markdown")
     if args.fit:
         if not args.on:
             raise ScenarioError("--fit needs --on FAMILY[,FAMILY] (the points to fit on)")
@@ -211,11 +216,14 @@ def cmd_validate(args) -> int:
     if args.xlsx:
         write_xlsx(report, categories, args.xlsx)
     if args.json:
-        print(json.dumps(to_json(report, categories), indent=2))
+        print(json.dumps(to_json(report, categories, args.by), indent=2))
     elif args.markdown:
         print(markdown(report, categories))
     else:
         print_text(report, categories)
+        for t in breakdown_tables(report, args.by, categories) if args.by else []:
+            print()
+            print(t)
     return 1 if report.problems else 0
 
 

@@ -39,6 +39,7 @@ class Row:
     problem: str | None = None      # an error (bad point), not an inaccuracy
     flags: list[str] = field(default_factory=list)  # e.g. the configuration breaks a rule
     inputs_key: str | None = None   # digest of the resolved inputs: equal keys, equal predictions
+    tags: dict[str, str] = field(default_factory=dict)  # what --by groups on besides the family
 
     @property
     def within(self) -> bool:
@@ -48,6 +49,14 @@ class Row:
     def note(self) -> str:
         """What the files say about this row's error - its expect's note, else its point's."""
         return self.expect.note or self.point.note
+
+
+#: what ``flopsheet validate --by`` groups rows on: the point's family, the hardware preset
+#: that sets its peak (validate_run.point_tags) or whether its model routes experts
+BY_KEYS = ("family", "hardware", "moe")
+#: |error| beyond which a row is counted apart in a breakdown (the training model's bound for
+#: every calibrated row; README, Accuracy)
+LARGE_ERROR = 0.20
 
 
 @dataclass
@@ -96,6 +105,25 @@ class Report:
                 "median_spread": float(np.median(spreads)) if spreads else None,
                 "max_spread": max(spreads) if spreads else None,
                 "groups": [sorted({r.point.id for r in g}) for g in groups]}
+
+    def breakdown(self, by: str, category: str | None = None) -> list[dict]:
+        """Error statistics of the counted rows of a category (None: all) per group of ``by``
+        (BY_KEYS), largest group first: rows, median and p90 of |error|, the worst signed error
+        and how many rows lie beyond LARGE_ERROR."""
+        if by not in BY_KEYS:
+            raise ValueError(f"--by takes one of {', '.join(BY_KEYS)}, not `{by}`")
+        groups: dict[str, list[float]] = {}
+        for r in self.rows:
+            if r.expect.counted and r.error is not None and category in (None, r.point.category):
+                key = r.point.family if by == "family" else r.tags.get(by, "-")
+                groups.setdefault(key, []).append(r.error)
+        out = []
+        for key, errs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            st = error_stats(errs)
+            st.pop("worst")
+            out.append({"group": key, "compared": len(errs),
+                        "beyond_large_error": sum(abs(e) > LARGE_ERROR for e in errs), **st})
+        return out
 
     def worst(self, n: int = 5, category: str | None = None) -> list[Row]:
         rows = [r for r in self.rows if r.expect.counted and r.error is not None
@@ -185,6 +213,21 @@ def repeat_lines(report: Report, categories: list[str]) -> list[str]:
     return out
 
 
+def breakdown_tables(report: Report, by: str, categories: list[str]) -> list[str]:
+    """One table per category with compared rows: its error statistics per group of ``by``."""
+    out = []
+    for c in categories:
+        groups = report.breakdown(by, c)
+        if not groups:
+            continue
+        body = [[g["group"], str(g["compared"]), _pct(g["median_abs_error"], False),
+                 _pct(g["p90_abs_error"], False), str(g["beyond_large_error"]),
+                 _pct(g["worst_error"])] for g in groups]
+        out.append(table(body, [f"{c} by {by}", "rows", "median |err|", "p90 |err|",
+                                f"beyond {LARGE_ERROR:.0%}", "worst"], right={1, 2, 3, 4, 5}))
+    return out
+
+
 def print_text(report: Report, categories: list[str], file=sys.stdout) -> None:
     w = lambda s="": print(s, file=file)  # noqa: E731
     if report.rows:
@@ -251,9 +294,10 @@ def markdown(report: Report, categories: list[str]) -> str:
     return "\n".join(lines)
 
 
-def to_json(report: Report, categories: list[str]) -> dict:
-    return {
+def to_json(report: Report, categories: list[str], by: str | None = None) -> dict:
+    out = {
         "rows": [{"point": r.point.id, "family": r.point.family, "category": r.point.category,
+                  **r.tags,
                   "metric": r.expect.metric, "node": r.expect.node, "unit": r.expect.unit,
                   "predicted": r.predicted, "measured": r.measured, "error": r.error,
                   "tolerance": r.expect.tolerance, "within_tolerance": r.within,
@@ -266,6 +310,10 @@ def to_json(report: Report, categories: list[str]) -> dict:
         "repeats": {c: report.repeat_stats(c) for c in categories},
         "problems": [{"point": pid, "message": m} for pid, m in report.problems],
     }
+    if by:
+        out["by"] = {"key": by, "large_error": LARGE_ERROR,
+                     "categories": {c: report.breakdown(by, c) for c in categories}}
+    return out
 
 
 def _append(ws, values: list) -> None:

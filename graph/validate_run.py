@@ -18,6 +18,25 @@ from .validate_report import Report, Row
 CHECKS = {"parallel_config_valid": "breaks a divisibility rule", "fits_in_memory": "exceeds HBM"}
 
 
+#: the input whose origin names a point's hardware preset (every templates/hardware file sets it)
+HARDWARE_MARK = "peak_flops_bf16"
+
+
+def point_tags(sc, values: dict) -> dict[str, str]:
+    """What ``--by`` groups a point's rows on: the hardware preset that sets its BF16 peak
+    (the last hardware preset applied when the point sets the peak itself; ``-`` when none is)
+    and whether its model routes tokens to experts."""
+    def stem(path: str) -> str:
+        return path.rsplit("/", 1)[-1].split(":", 1)[0].removesuffix(".yaml")
+    mark = sc.values.get(HARDWARE_MARK)
+    if mark is not None and "templates/hardware/" in mark.origin:
+        hardware = stem(mark.origin)
+    else:
+        chain = [f for f in sc.chain if "templates/hardware/" in f]
+        hardware = stem(chain[-1]) if chain else "-"
+    return {"hardware": hardware, "moe": "moe" if values.get("experts", 0) > 0 else "dense"}
+
+
 class Validator:
     """Evaluates validation points on one compiled library (cached in-process)."""
 
@@ -56,6 +75,7 @@ class Validator:
                 sc = self.scenario(p, group[0].expect.values)
                 values = resolve(sc, self.model)
                 values.update(overrides or {})
+                tags = point_tags(sc, values)
                 checks = [c for c in CHECKS if p.category == "training" and c in self.lib]
                 outs = sorted({r.expect.node for r in group} | ({"n_gpus"} if p.gpus else set())
                               | set(checks))
@@ -75,6 +95,7 @@ class Validator:
                     r.error = pred / measured - 1 if measured else None
                     r.flags = flags
                     r.inputs_key = key
+                    r.tags = tags
                     if not measured:
                         r.problem = "measured value is 0: no relative error (compare another metric)"
             except FlopsheetError as e:
