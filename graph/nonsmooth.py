@@ -124,8 +124,11 @@ def notes(model, result, scope) -> list[str]:
         v, k = vals[k:k + n], k + n
         note = _judge(kind, text, v)
         if note:
-            out.append(f"{name}: {note}")
-    return out
+            out.append((name, f"{name}: {note}"))
+    # a node's spots come in the order its formula was walked when the probes were cached -
+    # by whichever process did it - so sort them: the same notes in the same order everywhere
+    rank = {n: i for i, n in enumerate(names)}
+    return [note for _, note in sorted(out, key=lambda x: (rank[x[0]], x[1]))]
 
 
 def _judge(kind, text, v) -> str | None:
