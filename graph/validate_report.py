@@ -261,7 +261,8 @@ def print_text(report: Report, categories: list[str], file=sys.stdout) -> None:
 
 
 def markdown(report: Report, categories: list[str]) -> str:
-    """The README 'Accuracy' section body: per category, then per family, then what is unsupported."""
+    """The README 'Accuracy' section body: per category, training per hardware preset, then per
+    family, then what is unsupported."""
     def worst(st):
         return "-" if st["worst_id"] is None else f"{_pct(st['worst_error'])} `{st['worst_id']}`"
 
@@ -276,6 +277,16 @@ def markdown(report: Report, categories: list[str]) -> str:
     repeats = repeat_lines(report, categories)
     if repeats:
         lines += [""] + [f"Repeat measurements - {line}." for line in repeats]
+    by_hardware = report.breakdown("hardware", "training") if "training" in categories else []
+    if by_hardware:
+        head = ["training rows by hardware preset", "rows", "median \\|err\\|", "p90 \\|err\\|",
+                f"beyond {LARGE_ERROR:.0%}", "worst"]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for g in by_hardware:
+            lines.append("| " + " | ".join([g["group"], str(g["compared"]),
+                                            _pct(g["median_abs_error"], False),
+                                            _pct(g["p90_abs_error"], False),
+                                            str(g["beyond_large_error"]), _pct(g["worst_error"])]) + " |")
     pairs = list(dict.fromkeys((p.family, p.category) for p in report.points
                                if p.category in categories))
     pairs = [fc for fc in pairs if report.stats(fc[1], fc[0])["compared"]]

@@ -102,3 +102,15 @@ def test_by_is_refused_where_it_does_nothing(capsys):
     from flopsheet.cli import main
     assert main(["validate", "--category", "memory", "--by", "family", "--markdown"]) != 0
     assert "--by breaks down the text or --json report" in capsys.readouterr().err
+
+
+def test_markdown_lists_training_rows_per_hardware_preset(validator):
+    from flopsheet.validate_report import markdown
+    rep = validator.run(select(load_points(), "training", "megatron-bridge-26.04"))
+    text = markdown(rep, ["training"])
+    rows = [line for line in text.splitlines() if line.startswith("| gb")]
+    groups = {g["group"]: g for g in rep.breakdown("hardware", "training")}
+    assert {r.split(" | ")[0][2:] for r in rows} == {k for k in groups if k.startswith("gb")}
+    gb200 = next(r for r in rows if r.startswith("| gb200 |")).split(" | ")
+    assert gb200[1] == str(groups["gb200"]["compared"])
+    assert gb200[4] == str(groups["gb200"]["beyond_large_error"])
