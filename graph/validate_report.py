@@ -54,8 +54,8 @@ class Row:
 #: what ``flopsheet validate --by`` groups rows on: the point's family, the hardware preset
 #: that sets its peak (validate_run.point_tags) or whether its model routes experts
 BY_KEYS = ("family", "hardware", "moe")
-#: |error| beyond which a row is counted apart in a breakdown (the training model's bound for
-#: every calibrated row; README, Accuracy)
+#: |error| beyond which a row is counted apart in a breakdown (the accuracy target holds every
+#: training row within it)
 LARGE_ERROR = 0.20
 
 
@@ -213,19 +213,20 @@ def repeat_lines(report: Report, categories: list[str]) -> list[str]:
     return out
 
 
+def _group_cells(g: dict) -> list[str]:
+    """A Report.breakdown group as table cells, in the order of GROUP_HEAD."""
+    return [g["group"], str(g["compared"]), _pct(g["median_abs_error"], False),
+            _pct(g["p90_abs_error"], False), str(g["beyond_large_error"]), _pct(g["worst_error"])]
+
+
+GROUP_HEAD = ["rows", "median |err|", "p90 |err|", f"beyond {LARGE_ERROR:.0%}", "worst"]
+
+
 def breakdown_tables(report: Report, by: str, categories: list[str]) -> list[str]:
     """One table per category with compared rows: its error statistics per group of ``by``."""
-    out = []
-    for c in categories:
-        groups = report.breakdown(by, c)
-        if not groups:
-            continue
-        body = [[g["group"], str(g["compared"]), _pct(g["median_abs_error"], False),
-                 _pct(g["p90_abs_error"], False), str(g["beyond_large_error"]),
-                 _pct(g["worst_error"])] for g in groups]
-        out.append(table(body, [f"{c} by {by}", "rows", "median |err|", "p90 |err|",
-                                f"beyond {LARGE_ERROR:.0%}", "worst"], right={1, 2, 3, 4, 5}))
-    return out
+    return [table([_group_cells(g) for g in groups], [f"{c} by {by}", *GROUP_HEAD],
+                  right={1, 2, 3, 4, 5})
+            for c in categories if (groups := report.breakdown(by, c))]
 
 
 def print_text(report: Report, categories: list[str], file=sys.stdout) -> None:
@@ -279,14 +280,9 @@ def markdown(report: Report, categories: list[str]) -> str:
         lines += [""] + [f"Repeat measurements - {line}." for line in repeats]
     by_hardware = report.breakdown("hardware", "training") if "training" in categories else []
     if by_hardware:
-        head = ["training rows by hardware preset", "rows", "median \\|err\\|", "p90 \\|err\\|",
-                f"beyond {LARGE_ERROR:.0%}", "worst"]
+        head = ["training rows by hardware preset", *(h.replace("|", "\\|") for h in GROUP_HEAD)]
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for g in by_hardware:
-            lines.append("| " + " | ".join([g["group"], str(g["compared"]),
-                                            _pct(g["median_abs_error"], False),
-                                            _pct(g["p90_abs_error"], False),
-                                            str(g["beyond_large_error"]), _pct(g["worst_error"])]) + " |")
+        lines += ["| " + " | ".join(_group_cells(g)) + " |" for g in by_hardware]
     pairs = list(dict.fromkeys((p.family, p.category) for p in report.points
                                if p.category in categories))
     pairs = [fc for fc in pairs if report.stats(fc[1], fc[0])["compared"]]
