@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 from .errors import FlopsheetError, ScenarioError, UnknownNameError
 from .evaluate import Model
@@ -26,8 +27,8 @@ def point_tags(sc, values: dict) -> dict[str, str]:
     """What ``--by`` groups a point's rows on: the hardware preset that sets its BF16 peak
     (the last hardware preset applied when the point sets the peak itself; ``-`` when none is)
     and whether its model routes tokens to experts."""
-    def stem(path: str) -> str:
-        return path.rsplit("/", 1)[-1].split(":", 1)[0].removesuffix(".yaml")
+    def stem(origin: str) -> str:  # "templates/hardware/gb200.yaml:6" -> "gb200"
+        return Path(origin.split(":", 1)[0]).stem
     mark = sc.values.get(HARDWARE_MARK)
     if mark is not None and "templates/hardware/" in mark.origin:
         hardware = stem(mark.origin)
