@@ -382,6 +382,20 @@ def test_lora_backward_skips_base_weight_gradients(point):
     assert full.scalar("executed_mfu") == full.scalar("mfu")
 
 
+def test_lora_weight_gradient_pass_holds_only_the_adapters(point):
+    # zero-bubble schedules fill the bubble with the W pass: frozen base weights have none to defer
+    full = point(LLAMA70, pipeline_schedule="zb_h1")
+    r = point(LLAMA70, pipeline_schedule="zb_h1", lora_rank=16)
+    layers = r.scalar("slowest_stage_layers")
+    assert full.scalar("stage_weight_grad_time_per_microbatch") == pytest.approx(layers * full.scalar("layer_gemm_time_fwd"))
+    adapters_w = layers * r.scalar("lora_time_per_layer_microbatch") / 3
+    assert r.scalar("stage_weight_grad_time_per_microbatch") == pytest.approx(adapters_w)
+    assert 0 < adapters_w < 0.05 * full.scalar("stage_weight_grad_time_per_microbatch")
+    # so ZB-H1's bubble, (p - 1)(m - 2W), is nearly 1F1B's (p - 1) m for a frozen base
+    p, m = r.scalar("pp"), r.scalar("microbatch_time")
+    assert r.scalar("step_bubble_time") == pytest.approx((p - 1) * (m - 2 * adapters_w))
+
+
 # --- torchtitan per-op selective activation checkpointing --------------------------------------------
 def test_per_op_sac_memory_and_recompute(point):
     sel = point(LLAMA70, recompute="selective_op")
