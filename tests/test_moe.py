@@ -396,6 +396,23 @@ def test_lora_weight_gradient_pass_holds_only_the_adapters(point):
     assert r.scalar("step_bubble_time") == pytest.approx((p - 1) * (m - 2 * adapters_w))
 
 
+def test_lora_backward_collectives_hide_behind_input_gradients_only(point):
+    # a frozen base runs no weight-gradient GEMMs, so the backward TP collectives have one GEMM pass to hide behind
+    sets = dict(tp_comm_overlap=1, recompute="none")
+    full, r = point(LLAMA70, **sets), point(LLAMA70, lora_rank=16, **sets)
+    for x, factor in ((full, 2), (r, 1)):
+        t, a, m = (x.scalar(n) for n in ("tp_collective_time", "tp_attention_overlap_window", "tp_mlp_overlap_window"))
+        share = x.scalar("tp_mlp_collective_share")
+        fwd = max(0, t - a) + share * max(0, t - m)
+        bwd = max(0, t - factor * a) + share * max(0, t - factor * m)
+        regather = x.scalar("tp_sp_regathers_per_layer") * x.scalar("tp_allgather_net_time") - x.scalar("tp_sp_regather_hidden_per_layer")
+        assert x.scalar("tp_overlapped_exposed_per_layer") == pytest.approx(fwd + bwd + regather)
+    # Megatron's async input-gradient all-reduce (no sequence parallelism) waits on the weight-gradient GEMM it hides behind
+    plain = dict(tp_comm_overlap=0, sequence_parallel="no", tp_async_grad_allreduce="yes")
+    assert point(LLAMA70, **plain).scalar("tp_bwd_allreduce_hidden_per_layer") > 0
+    assert point(LLAMA70, lora_rank=16, **plain).scalar("tp_bwd_allreduce_hidden_per_layer") == 0
+
+
 # --- torchtitan per-op selective activation checkpointing --------------------------------------------
 def test_per_op_sac_memory_and_recompute(point):
     sel = point(LLAMA70, recompute="selective_op")
