@@ -74,7 +74,8 @@ def register(sub, *, common) -> None:
     v.add_argument("--xlsx", metavar="F", help="also write the results to F (.xlsx)")
     v.add_argument("--by", choices=BY_KEYS, help="also break each category's statistics down by "
                    "validation family, by the hardware preset a point runs on, or by dense "
-                   "against mixture-of-experts models (text and --json reports)")
+                   "against mixture-of-experts models, with each group's median bias (positive: "
+                   "predictions rosier than measured) (text and --json reports)")
     v.add_argument("--fit", metavar="A[,B]", help="fit these global calibration inputs (e.g. "
                    "gemm_efficiency) on the --on families and report the error there and on the "
                    "held-out points that share the inputs' shipped values; nothing is written back")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .fmt import table
+from .units import DIMENSIONLESS, parse_unit
 from .validate_points import Expect, Point
 
 
@@ -49,6 +50,20 @@ class Row:
     def note(self) -> str:
         """What the files say about this row's error - its expect's note, else its point's."""
         return self.expect.note or self.point.note
+
+
+def optimism(error: float, unit: str) -> float | None:
+    """``error`` (predicted / measured - 1) turned so that positive means the model promises more
+    than was measured: a higher rate or ratio as it stands (a unit per time, or none), a shorter
+    time, smaller memory or lower cost as measured / predicted - 1. None for a unit that does not
+    parse or a prediction of zero."""
+    try:
+        dim = parse_unit(unit)[0]
+    except ValueError:
+        return None
+    if dim == DIMENSIONLESS or dict(dim.items()).get("[time]", 0) < 0:
+        return error
+    return -error / (1 + error) if error > -1 else None
 
 
 #: what ``flopsheet validate --by`` groups rows on: the point's family, the hardware preset
@@ -108,21 +123,25 @@ class Report:
 
     def breakdown(self, by: str, category: str | None = None) -> list[dict]:
         """Error statistics of the counted rows of a category (None: all) per group of ``by``
-        (BY_KEYS), largest group first: rows, median and p90 of |error|, the worst signed error
-        and how many rows lie beyond LARGE_ERROR."""
+        (BY_KEYS), largest group first: rows, median and p90 of |error|, the worst signed error,
+        how many rows lie beyond LARGE_ERROR and the median bias (the median of ``optimism``:
+        positive when the group's predictions are rosier than its measurements)."""
         if by not in BY_KEYS:
             raise ValueError(f"--by takes one of {', '.join(BY_KEYS)}, not `{by}`")
-        groups: dict[str, list[float]] = {}
+        groups: dict[str, list[Row]] = {}
         for r in self.rows:
             if r.expect.counted and r.error is not None and category in (None, r.point.category):
                 key = r.point.family if by == "family" else r.tags.get(by, "-")
-                groups.setdefault(key, []).append(r.error)
+                groups.setdefault(key, []).append(r)
         out = []
-        for key, errs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        for key, rows in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            errs = [r.error for r in rows]
             st = error_stats(errs)
             st.pop("worst")
+            rosier = [x for r in rows if (x := optimism(r.error, r.expect.unit)) is not None]
             out.append({"group": key, "compared": len(errs),
-                        "beyond_large_error": sum(abs(e) > LARGE_ERROR for e in errs), **st})
+                        "beyond_large_error": sum(abs(e) > LARGE_ERROR for e in errs), **st,
+                        "median_bias": float(np.median(rosier)) if rosier else None})
         return out
 
     def worst(self, n: int = 5, category: str | None = None) -> list[Row]:
@@ -216,16 +235,17 @@ def repeat_lines(report: Report, categories: list[str]) -> list[str]:
 def _group_cells(g: dict) -> list[str]:
     """A Report.breakdown group as table cells, in the order of GROUP_HEAD."""
     return [g["group"], str(g["compared"]), _pct(g["median_abs_error"], False),
-            _pct(g["p90_abs_error"], False), str(g["beyond_large_error"]), _pct(g["worst_error"])]
+            _pct(g["p90_abs_error"], False), str(g["beyond_large_error"]), _pct(g["worst_error"]),
+            _pct(g["median_bias"])]
 
 
-GROUP_HEAD = ["rows", "median |err|", "p90 |err|", f"beyond {LARGE_ERROR:.0%}", "worst"]
+GROUP_HEAD = ["rows", "median |err|", "p90 |err|", f"beyond {LARGE_ERROR:.0%}", "worst", "bias"]
 
 
 def breakdown_tables(report: Report, by: str, categories: list[str]) -> list[str]:
     """One table per category with compared rows: its error statistics per group of ``by``."""
     return [table([_group_cells(g) for g in groups], [f"{c} by {by}", *GROUP_HEAD],
-                  right={1, 2, 3, 4, 5})
+                  right={1, 2, 3, 4, 5, 6})
             for c in categories if (groups := report.breakdown(by, c))]
 
 

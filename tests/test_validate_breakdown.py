@@ -9,7 +9,7 @@ import pytest
 
 from flopsheet.library import load_library
 from flopsheet.validate import Validator, load_family, load_points, select
-from flopsheet.validate_report import LARGE_ERROR, breakdown_tables
+from flopsheet.validate_report import LARGE_ERROR, breakdown_tables, optimism
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +52,19 @@ def test_breakdown_by_hardware_is_hand_checked(small_report):
     assert groups["a100-sxm4-80gb"]["median_abs_error"] == pytest.approx(0.25)
     assert groups["-"]["worst_error"] == pytest.approx(-0.4)
     assert sum(g["compared"] for g in groups.values()) == small_report.stats("memory")["compared"]
+    # bias: memory is rosier when predicted smaller - measured / predicted - 1 per row, then the median
+    assert h100["median_bias"] == pytest.approx(0.0)                    # -1/3, +1/9 and 0
+    assert groups["a100-sxm4-80gb"]["median_bias"] == pytest.approx(14.4 / 18 - 1)  # -20 %
+    assert groups["-"]["median_bias"] == pytest.approx(30 / 18 - 1)     # +66.7 %
+
+
+def test_optimism_turns_each_error_toward_the_rosier_side():
+    # a rate or a ratio is rosier when predicted higher; a time, memory or cost when predicted lower
+    assert optimism(0.25, "token/s") == 0.25 and optimism(0.25, "TFLOP/s") == 0.25
+    assert optimism(-0.1, "1") == -0.1
+    assert optimism(0.25, "s") == pytest.approx(-0.2) and optimism(-0.2, "ms") == pytest.approx(0.25)
+    assert optimism(0.25, "GiB") == pytest.approx(-0.2)
+    assert optimism(-1.0, "s") is None and optimism(0.1, "no-such-unit") is None
 
 
 def test_breakdown_by_moe_and_family(small_report):
@@ -69,7 +82,7 @@ def test_breakdown_table_names_the_groups(small_report):
     (text,) = breakdown_tables(small_report, "hardware", ["training", "memory"])  # no training rows
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["memory", "by", "hardware"]
-    assert lines[2].split()[:4] == ["h100-sxm5-80gb", "3", "10.0%", "42.0%"]
+    assert lines[2].split() == ["h100-sxm5-80gb", "3", "10.0%", "42.0%", "1", "+50.0%", "+0.0%"]
 
 
 def test_real_points_are_tagged_with_their_hardware_preset_and_model_kind(validator):
