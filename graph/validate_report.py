@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .fmt import table
-from .units import DIMENSIONLESS, parse_unit
+from .units import parse_unit
 from .validate_points import Expect, Point
 
 
@@ -55,13 +55,14 @@ class Row:
 def optimism(error: float, unit: str) -> float | None:
     """``error`` (predicted / measured - 1) turned so that positive means the model promises more
     than was measured: a higher rate or ratio as it stands (a unit per time, or none), a shorter
-    time, smaller memory or lower cost as measured / predicted - 1. None for a unit that does not
-    parse or a prediction of zero."""
+    time, smaller memory, lower cost or power as measured / predicted - 1. None for a unit that
+    does not parse or a prediction of zero."""
     try:
-        dim = parse_unit(unit)[0]
+        exponents = dict(parse_unit(unit)[0].items())
     except ValueError:
         return None
-    if dim == DIMENSIONLESS or dict(dim.items()).get("[time]", 0) < 0:
+    spent = "[currency]" in exponents or "[energy]" in exponents  # USD/h and W are not speeds
+    if not exponents or (exponents.get("[time]", 0) < 0 and not spent):
         return error
     return -error / (1 + error) if error > -1 else None
 
@@ -245,7 +246,7 @@ GROUP_HEAD = ["rows", "median |err|", "p90 |err|", f"beyond {LARGE_ERROR:.0%}", 
 def breakdown_tables(report: Report, by: str, categories: list[str]) -> list[str]:
     """One table per category with compared rows: its error statistics per group of ``by``."""
     return [table([_group_cells(g) for g in groups], [f"{c} by {by}", *GROUP_HEAD],
-                  right={1, 2, 3, 4, 5, 6})
+                  right=set(range(1, len(GROUP_HEAD) + 1)))
             for c in categories if (groups := report.breakdown(by, c))]
 
 

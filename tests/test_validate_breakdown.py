@@ -64,6 +64,7 @@ def test_optimism_turns_each_error_toward_the_rosier_side():
     assert optimism(-0.1, "1") == -0.1
     assert optimism(0.25, "s") == pytest.approx(-0.2) and optimism(-0.2, "ms") == pytest.approx(0.25)
     assert optimism(0.25, "GiB") == pytest.approx(-0.2)
+    assert optimism(0.25, "USD/h") == pytest.approx(-0.2) and optimism(0.25, "W") == pytest.approx(-0.2)
     assert optimism(-1.0, "s") is None and optimism(0.1, "no-such-unit") is None
 
 
