@@ -200,3 +200,31 @@ def test_quantize_host_ops_follow_the_fp8_recipe(point):
     # FP8 only in the routed experts: the dense layer's four inputs are not quantized
     routed = point(QWEN30, fp8_scope="routed_experts")
     assert cur.scalar("host_ops_fwd_per_layer") - routed.scalar("host_ops_fwd_per_layer") == pytest.approx(4 * 3)
+
+
+QWEN235_DROP = "train-mbridge-25.09-dgx-b200-qwen3-235b-a22b-64gpu-tokendrop"
+
+
+def test_a_host_bound_pipeline_is_paced_by_the_stage_with_the_most_blocks(point):
+    # Qwen3-235B token-drop FP8 on 64 B200, PP 8 VP 2 with embedding and loss counted in the split: the first and
+    # last stages hold 11 blocks, the six middle ones 12. The host issues 194 ops of 20 us per block forward and
+    # twice that backward, 11.64 ms per block, more than the GPU's 7.74 ms: every stage is host-bound, so the
+    # middle stage (12 x 11.64 = 139.7 ms) paces the pipeline - not the last one, whose output layer makes its GPU
+    # work the longest (98.9 ms) but whose host work is 11 blocks (128.0 ms).
+    run = point(QWEN235_DROP)
+    s = run.scalar
+    block_host = s("host_time_fwd_per_layer") + s("host_time_bwd_per_layer")
+    assert block_host == pytest.approx(3 * 194 * 20e-6, rel=1e-12)
+    assert s("moe_host_sync") == 0 and s("layer_compute_time_per_microbatch") == pytest.approx(7.745e-3, rel=1e-3)
+    ep = s("ep_comm_exposed_per_layer")
+    for stage, blocks in (("first", 11), ("middle", 12), ("last", 11)):
+        compute = s(f"{stage}_stage_compute_time")
+        assert s(f"{stage}_stage_host_exposed") == pytest.approx(blocks * (block_host - ep) - compute, rel=1e-12)
+    assert s("last_stage_compute_time") > s("middle_stage_compute_time")
+    assert s("slowest_stage_index") == 1
+    assert s("slowest_stage_busy_time") == pytest.approx(12 * block_host, rel=1e-9)
+    assert s("host_exposed_per_microbatch") == pytest.approx(s("middle_stage_host_exposed"), rel=1e-12)
+    # a faster GPU leaves a host-bound pipeline exactly as slow - it never lengthens the step (until 2026-11-29 the
+    # other stages were charged the pacing stage's wait, and 25 % more BF16 peak added 0.05 % to this step)
+    faster = point(QWEN235_DROP, peak_flops_bf16=1.25 * s("peak_flops_bf16"), peak_flops_fp8=1.25 * s("peak_flops_fp8"))
+    assert faster.scalar("step_time") <= s("step_time") * (1 + 1e-12)
