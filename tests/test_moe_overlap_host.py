@@ -228,3 +228,22 @@ def test_a_host_bound_pipeline_is_paced_by_the_stage_with_the_most_blocks(point)
     # other stages were charged the pacing stage's wait, and 25 % more BF16 peak added 0.05 % to this step)
     faster = point(QWEN235_DROP, peak_flops_bf16=1.25 * s("peak_flops_bf16"), peak_flops_fp8=1.25 * s("peak_flops_fp8"))
     assert faster.scalar("step_time") <= s("step_time") * (1 + 1e-12)
+
+
+def test_data_parallel_traffic_hides_behind_the_host_bound_wall_time(point):
+    # a host-bound backward lasts its GPU work plus its wait for the host, and the gradient reduction on its own
+    # stream runs through both: the window is the first stage's blocks' backward, recompute and host wait
+    for pid, synced in ((QWEN235_DROP, False), ("train-mbridge-26.02-dgx-b200-deepseekv3-256gpu-mxfp8", True)):
+        s = point(pid).scalar
+        assert s("moe_host_sync") == synced and s("zero_stage") < 3
+        blocks = s("first_stage_comm_layers")
+        if synced:  # per block, as the sync bounds it
+            wait_bwd, wait_fwd = s("host_exposed_bwd_per_layer"), s("host_exposed_fwd_per_layer")
+        else:  # the stage's wait spread over its blocks by their backward share of host work
+            share = s("host_time_bwd_per_layer") / (s("host_time_fwd_per_layer") + s("host_time_bwd_per_layer"))
+            wait_bwd = s("first_stage_host_exposed") / blocks * share
+            wait_fwd = s("first_stage_host_exposed") / blocks * (1 - share)
+        assert wait_bwd > 0 and s("host_wait_bwd_per_block") == pytest.approx(wait_bwd, rel=1e-12)
+        assert s("host_wait_fwd_per_block") == pytest.approx(wait_fwd, rel=1e-12)
+        window = s("first_device_layer_count") * (s("layer_time_bwd") + s("layer_time_recompute") + wait_bwd)
+        assert s("dp_grad_overlap_window") == pytest.approx(window, rel=1e-12)
