@@ -58,3 +58,20 @@ def test_the_host_bound_pipeline_no_longer_slows_down_on_a_faster_gpu(run):
     faster = run(POINTS[0], peak_flops_bf16=1.25 * base.scalar("peak_flops_bf16"))
     assert base.scalar("host_exposed_per_microbatch") > 0
     assert faster.scalar("step_time") <= base.scalar("step_time")
+
+
+SERVING = ["inf-gptfast-llama2-70b-a100-tp4-bf16", "inf-trtllm061-llama2-70b-h100-tp2-bs96-2048-128",
+           "inf-trtllm061-llama2-7b-h100-tp1-bs48-2048-2048", "inf-trtllm05-ttft-llama2-70b-h100-tp4-isl2048"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(pid=st.sampled_from(SERVING), knobs=st.sampled_from(FASTER), factor=st.floats(1.05, 4.0))
+def test_better_hardware_never_slows_serving(run, pid, knobs, factor):
+    # the same invariant for the serving model: first token and each next token no later, throughput no lower
+    base = run(pid)
+    sets = {k: min(1.0, factor * base.scalar(k)) if k.endswith("_efficiency") else factor * base.scalar(k)
+            for k in knobs}
+    faster = run(pid, **sets)
+    for node in ("ttft", "tpot"):
+        assert faster.scalar(node) <= base.scalar(node) * (1 + 1e-9)
+    assert faster.scalar("output_tokens_per_second_per_gpu") >= base.scalar("output_tokens_per_second_per_gpu") * (1 - 1e-9)
