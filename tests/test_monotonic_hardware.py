@@ -30,6 +30,12 @@ FASTER = [("peak_flops_bf16", "peak_flops_fp16", "peak_flops_fp8", "peak_flops_f
           ("hbm_bandwidth",), ("scaleup_link_bw",), ("scaleout_nic_bw",)]
 
 
+def _raised(base, knobs, factor):
+    """The knobs of an evaluated point times factor - an efficiency, a fraction of peak, raised towards 1 only."""
+    return {k: min(1.0, factor * base.scalar(k)) if k.endswith("_efficiency") else factor * base.scalar(k)
+            for k in knobs}
+
+
 @pytest.fixture(scope="module")
 def run():
     return point_runner(POINTS[0])
@@ -39,10 +45,7 @@ def run():
 @given(pid=st.sampled_from(POINTS), knobs=st.sampled_from(FASTER), factor=st.floats(1.05, 4.0))
 def test_better_hardware_never_lengthens_a_step(run, pid, knobs, factor):
     base = run(pid)
-    # an efficiency is a fraction of peak: raised towards 1, never past it
-    sets = {k: min(1.0, factor * base.scalar(k)) if k.endswith("_efficiency") else factor * base.scalar(k)
-            for k in knobs}
-    assert run(pid, **sets).scalar("step_time") <= base.scalar("step_time") * (1 + 1e-9)
+    assert run(pid, **_raised(base, knobs, factor)).scalar("step_time") <= base.scalar("step_time") * (1 + 1e-9)
 
 
 @settings(max_examples=20, deadline=None)
@@ -69,9 +72,7 @@ SERVING = ["inf-gptfast-llama2-70b-a100-tp4-bf16", "inf-trtllm061-llama2-70b-h10
 def test_better_hardware_never_slows_serving(run, pid, knobs, factor):
     # the same invariant for the serving model: first token and each next token no later, throughput no lower
     base = run(pid)
-    sets = {k: min(1.0, factor * base.scalar(k)) if k.endswith("_efficiency") else factor * base.scalar(k)
-            for k in knobs}
-    faster = run(pid, **sets)
+    faster = run(pid, **_raised(base, knobs, factor))
     for node in ("ttft", "tpot"):
         assert faster.scalar(node) <= base.scalar(node) * (1 + 1e-9)
     assert faster.scalar("output_tokens_per_second_per_gpu") >= base.scalar("output_tokens_per_second_per_gpu") * (1 - 1e-9)
