@@ -44,3 +44,30 @@ def test_regather_exposed_when_the_dgrad_gemm_is_shorter(model):
     assert exposed == pytest.approx(167.0 * US, abs=0.1 * US)
     assert base.scalar("step_tp_comm_time") - r.scalar("step_tp_comm_time") == pytest.approx(
         s("microbatches") * 12 * (qkv + mlp), rel=1e-9)
+
+
+def test_fp8_runs_can_gather_their_sequence_parallel_inputs_in_fp8():
+    # Llama 3.1 70B FP8 on H100 (DGX Cloud 25.02 layout: TP 4 with sequence parallelism, sequence 8192): TE writes
+    # the FP8 norm output as uint8 and casts the gradient to FP8 before gathering, so each all-gather moves
+    # 8192 x 8192 x 1 byte = 67.1 MB gathered; the reduce-scatters keep BF16 (134.2 MB)
+    from conftest import point_runner
+    base = point_runner("train-dgxc2502-h100-llama3.1-70b-256gpu-fp8")
+
+    def run(**sets):
+        return base(tp_allgather_quantized="yes", **sets)
+    s = run().scalar
+    # by default (the shipped calibration) the gathers move 16-bit activations
+    assert base().scalar("tp_allgather_msg_bytes") == 2 * 8192 * 8192
+    gathered = 8192 * 8192
+    assert s("tp_allgather_element_bytes") == 1 and s("tp_allgather_msg_bytes") == gathered == 67_108_864
+    assert s("tp_reducescatter_msg_bytes") == 2 * gathered
+    # block-scaled recipes carry their scales: MXFP8 an E8M0 byte per 32 elements, blockwise an fp32 per 128
+    assert run(fp8_recipe="mxfp8").scalar("tp_allgather_msg_bytes") == pytest.approx(gathered * 33 / 32, rel=1e-12)
+    assert run(fp8_recipe="blockwise").scalar("tp_allgather_msg_bytes") == pytest.approx(gathered * 1.03125, rel=1e-12)
+    # BF16 runs, and FP8 runs that keep the non-expert GEMMs in BF16, gather 2-byte activations
+    for sets in ({"compute_dtype": "bf16"}, {"fp8_scope": "routed_experts"}):
+        assert run(**sets).scalar("tp_allgather_msg_bytes") == 2 * gathered
+    # the gather's bandwidth term halves: ring time less its fixed latencies
+    bf16 = run(compute_dtype="bf16").scalar
+    fixed = s("tp_allgather_net_time") - 3 / 4 * gathered / s("tp_ring_bw")
+    assert bf16("tp_allgather_net_time") - fixed == pytest.approx(2 * (s("tp_allgather_net_time") - fixed), rel=1e-9)
