@@ -25,7 +25,7 @@ def register(sub, *, run_parser, common, default_scenario: str) -> None:
                    "the scenario's report list, else the headline outputs)")
     x.add_argument("--no-sensitivity", action="store_true",
                    help="leave out the Sensitivity, Partials and Adjoints sheets")
-    common(x)
+    common(x, formats=("table", "json"))
     x.set_defaults(func=cmd_export)
 
     i = sub.add_parser("import-xlsx", help="read an edited workbook's inputs (and numbers typed "
@@ -64,11 +64,12 @@ def run_xlsx(args, lib, model, sc, values, outputs=None) -> None:
 def cmd_export(args) -> int:
     from flopsheet.evaluate import Model
     from flopsheet.library import load_library
-    from flopsheet.scenario import load_scenario, resolve
+    from flopsheet.cli_scenario import scenario_from_args
+    from flopsheet.scenario import resolve
 
     lib = load_library(args.formulas)
     model = Model(lib)
-    sc = load_scenario(args.scenario, args.set)
+    sc, _ = scenario_from_args(args, lib)  # with its --use presets and --set values
     values = resolve(sc, model)
     out = args.output or f"{sc.name}.xlsx"
     info = write(out, lib, model, sc, values, outputs=_names(args.outputs),

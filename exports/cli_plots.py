@@ -24,7 +24,7 @@ def register(sub, *, run_parser, sensitivity_parser, common) -> None:
     p.add_argument("--of", metavar="A,B", help="quantities: breakdown/tornado: the output "
                    "(default step_time); sweep: the lines; pareto: X,Y (lower is better)")
     p.add_argument("--top", type=int, default=15, help="tornado rows (default 15)")
-    common(p)
+    common(p, formats=("table", "json"))
     p.set_defaults(func=cmd_plot)
 
 

@@ -16,7 +16,7 @@ def register(sub, *, common, run_parser=None) -> None:
     r.add_argument("--outputs", metavar="A,B", help="outputs to report (default: the "
                    "scenario's report list, else the headline outputs)")
     r.add_argument("--no-plots", action="store_true", help="leave out the plots")
-    common(r)
+    common(r, formats=())  # it writes a page; nothing to format
     r.set_defaults(func=cmd_report)
 
 

@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
             args.formulas = roots_from_args(args.formulas, getattr(args, "formulas_only", False))
         if getattr(args, "json", False) and hasattr(args, "format"):
             args.format = "json"
+        if getattr(args, "format", None) == "json":  # the two spellings mean the same
+            args.json = True
         return args.func(args) or 0
     except FlopsheetError as e:
         print(f"flopsheet: error: {e.render()}", file=sys.stderr)
@@ -70,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="show the Python traceback of an internal error")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
-    def common(sp, scenario=True):
+    def common(sp, scenario=True, formats=("table", "json", "csv", "markdown")):
         sp.add_argument("--formulas", action="append", metavar="PATH",
                         help="a formula file or folder to add to the bundled library "
                              "(repeatable)")
@@ -81,9 +83,10 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                             help="override an input or node (repeatable; `80 GiB` units allowed; "
                                  "a,b,c evaluates each)")
+        if scenario and formats:  # only the formats the command prints
             sp.add_argument("--json", action="store_true", help="machine-readable output "
                             "(same as --format json)")
-            sp.add_argument("--format", choices=["table", "json", "csv", "markdown"],
+            sp.add_argument("--format", choices=list(formats),
                             default="table", help="output format (default: table)")
 
     r = sub.add_parser("run", help="evaluate a scenario and print its outputs")

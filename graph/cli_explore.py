@@ -73,7 +73,7 @@ def register(sub, *, run_parser, common) -> None:
                    help="Saltelli base size (power of 2; 0: skip Sobol)")
     u.add_argument("--dask", nargs="?", const="local", metavar="ADDRESS")
     u.add_argument("--quiet", action="store_true")
-    common(u)
+    common(u, formats=("table", "json"))
     u.set_defaults(func=cmd_uncertainty)
 
 
@@ -109,10 +109,13 @@ def _report(args, lib, job, cols, *, title: str, sort=None, json_extra=None) -> 
         out.update(json_extra or {})
         print(json.dumps(out, indent=2))
         return 0
+    cols_shown = [c for c in df.columns if c not in ("row", "reason")]
+    if args.format in ("csv", "markdown"):
+        print_rows(lib, kept, cols_shown, top=args.top, fmt=args.format)
+        return 0
     print(title)
     print(f"{len(df):,} configurations, {len(kept):,} kept")
     _print_dropped(df)
-    cols_shown = [c for c in df.columns if c not in ("row", "reason")]
     print()
     print_rows(lib, kept, cols_shown, top=args.top)
     if len(kept) > args.top:
@@ -211,14 +214,16 @@ def cmd_sweep(args) -> int:
 
 def cmd_search(args) -> int:
     from .chunks import model_for
+    from .cli_scenario import scenario_from_args
     from .layout_search import run_search, runner_up_note
     from .runner import print_rows, write_table
     pareto_names = [p.split(":")[0] for p in (args.pareto or "").split(",") if p]
-    r = run_search(args.scenario, args.gpus, objective=args.objective, where=args.where,
-                   sets=args.set, space=args.space, formulas=args.formulas,
+    lib = model_for(args.formulas).lib
+    sc, _ = scenario_from_args(args, lib)  # with its --use presets and --set values
+    r = run_search(sc, args.gpus, objective=args.objective, where=args.where,
+                   space=args.space, formulas=args.formulas,
                    max_configs=args.max_configs, dask=args.dask, quiet=args.quiet,
                    extra_outputs=pareto_names, axes=_axes(args.axis))
-    lib = model_for(args.formulas).lib
     df = r.frame
     kept = df[df["reason"] == ""]
     if args.output:
@@ -234,6 +239,13 @@ def cmd_search(args) -> int:
             out["pareto"] = json.loads(front.to_json(orient="records"))
         print(json.dumps(out, indent=2))
         return 0
+    # a one-value axis is a setting, not a choice
+    axes = [a.name for a in r.job.grid.axes if len(a) > 1]
+    shown = list(dict.fromkeys(axes + [c for c in [r.objective] + r.space.show
+                                       if c in df.columns and c not in axes]))
+    if args.format in ("csv", "markdown"):
+        print_rows(lib, kept, shown, top=args.top, fmt=args.format)
+        return 0 if len(kept) else 1
     print(f"search    {r.scenario.name} on {args.gpus:,} GPUs, {sense} {r.objective}  "
           f"(space {r.space.path})")
     print(f"{r.candidates:,} candidates, {r.feasible:,} feasible")
@@ -241,10 +253,8 @@ def cmd_search(args) -> int:
     if not len(kept):
         print("no feasible configuration")
         return 1
-    axes = [a.name for a in r.job.grid.axes if len(a) > 1]  # a one-value axis is a setting, not a choice
-    shown = axes + [c for c in [r.objective] + r.space.show if c in df.columns and c not in axes]
     print()
-    print_rows(lib, kept, list(dict.fromkeys(shown)), top=args.top)
+    print_rows(lib, kept, shown, top=args.top)
     best = kept.iloc[0]
     from .audit import show
     print("\nbest: " + ", ".join(f"{n} {show(lib, n, float(best[n]))}" for n in r.space.breakdown
@@ -273,12 +283,14 @@ def cmd_uncertainty(args) -> int:
     from .audit import show
     from .chunks import model_for
     from .fmt import table
+    from .cli_scenario import scenario_from_args
     from .uncertainty import propagate
     outs = [o.strip() for o in args.of.split(",") if o.strip()]
-    stats = propagate(args.scenario, outs, n=args.samples, seed=args.seed, method=args.method,
-                      sets=args.set, formulas=args.formulas, sobol_n=args.sobol,
-                      dask=args.dask, quiet=args.quiet)
     lib = model_for(args.formulas).lib
+    sc, _ = scenario_from_args(args, lib)  # with its --use presets and --set values
+    stats = propagate(sc, outs, n=args.samples, seed=args.seed, method=args.method,
+                      formulas=args.formulas, sobol_n=args.sobol, dask=args.dask,
+                      quiet=args.quiet)
     if args.json:
         print(json.dumps([s.__dict__ for s in stats], indent=2, default=str))
         return 0

@@ -23,7 +23,7 @@ from .chunks import Check, model_for
 from .errors import FlopsheetError, ScenarioError
 from .grid import DEFAULT_MAX_CONFIGS, Axis, Grid, GridError, axis_values, grid_from_sets
 from .names import suggest
-from .scenario import bundled_templates, find_template, load_scenario
+from .scenario import Scenario, bundled_templates, find_template, scenario_of
 from .sweeps import make_job, where_checks
 from .yamlio import read_mapping
 
@@ -227,14 +227,14 @@ class SearchResult:
     reasons: dict[str, int]
 
 
-def run_search(scenario: str, gpus: int, *, objective: str | None = None,
+def run_search(scenario: str | Scenario, gpus: int, *, objective: str | None = None,
                where: Iterable[str] = (), sets: list[str] | None = None, space: str | None = None,
                formulas: str | None = None, max_configs: int = DEFAULT_MAX_CONFIGS,
                dask: str | None = None, quiet: bool = True,
                axes: dict[str, list] | None = None, extra_outputs: Iterable[str] = ()
                ) -> SearchResult:
     from .runner import execute, to_frame
-    sc = load_scenario(scenario, sets)
+    sc = scenario_of(scenario, sets)
     sp = load_space(space) if space else space_for(sc)
     model = model_for(formulas)
     lib = model.lib

@@ -132,19 +132,32 @@ def write_table(df, path: str) -> str:
     return str(path)
 
 
-def print_rows(lib, df, columns: list[str], *, top: int, file=None) -> None:
-    """The first ``top`` rows of ``df`` as an aligned table, values formatted with units."""
+def print_rows(lib, df, columns: list[str], *, top: int, file=None, fmt: str = "table") -> None:
+    """The first ``top`` rows of ``df``: an aligned table or Markdown with values formatted
+    with units, or CSV of the plain values (SI base units, choices by name)."""
     from .audit import show
-    from .fmt import table
+    from .fmt import csv_text, markdown, table
     rows = []
     for _, r in df.head(top).iterrows():
         line = []
         for c in columns:
             v = r[c]
-            if c in lib and not (c in lib.inputs and lib.inputs[c].is_choice):
-                line.append(show(lib, c, float(v)) if not isinstance(v, (bool, np.bool_))
-                            else ("yes" if v else "no"))
+            if isinstance(v, (bool, np.bool_)):
+                line.append("yes" if v else "no")
+            elif c in lib and not (c in lib.inputs and lib.inputs[c].is_choice):
+                line.append(_plain_number(float(v)) if fmt == "csv" else show(lib, c, float(v)))
             else:
                 line.append(str(v))
         rows.append(line)
-    print(table(rows, columns, right=set(range(len(columns)))), file=file or sys.stdout)
+    out = file or sys.stdout
+    if fmt == "csv":
+        out.write(csv_text(rows, columns))
+        return
+    right = set(range(len(columns)))
+    print(markdown(rows, columns, right) if fmt == "markdown" else table(rows, columns, right),
+          file=out)
+
+
+def _plain_number(x: float) -> int | float:
+    """Whole numbers (degrees, batch sizes) as integers in CSV; the rest as they are."""
+    return int(x) if x.is_integer() and abs(x) < 2**53 else x

@@ -124,6 +124,21 @@ def load_scenario(ref: str, sets: list[str] | None = None) -> Scenario:
     path = find_template(ref)
     sc = Scenario(name=path.stem, path=_shown(path), doc="")
     _apply(path, sc, stack=[])
+    return _with_sets(sc, sets)
+
+
+def scenario_of(scenario: str | Scenario, sets: list[str] | None = None) -> Scenario:
+    """The scenario an analysis runs on: a name or path (:func:`load_scenario`), or a
+    :class:`Scenario` the caller built - the command line's, with its ``--use`` presets
+    applied - copied, so the analysis may change its values. ``sets`` apply last."""
+    if not isinstance(scenario, Scenario):
+        return load_scenario(scenario, sets)
+    sc = Scenario(scenario.name, scenario.path, scenario.doc, dict(scenario.values),
+                  list(scenario.report), list(scenario.chain))
+    return _with_sets(sc, sets)
+
+
+def _with_sets(sc: Scenario, sets: list[str] | None) -> Scenario:
     for item in sets or []:
         name, val = parse_set(item)
         sc.values[name] = Value(val, SET_ORIGIN)

@@ -29,7 +29,7 @@ from .distributions import parse_spread, uniforms
 from .errors import ScenarioError
 from .grid import DEFAULT_MAX_CONFIGS, Axis, Grid, axis_values, grid_from_sets
 from .names import suggest
-from .scenario import Value, load_scenario, resolve
+from .scenario import Scenario, Value, load_scenario, resolve, scenario_of
 from .yamlio import read_mapping
 
 SWEEP_KEYS = {"doc", "source", "scenario", "values", "axes", "sample", "seed", "constraints", "outputs",
@@ -164,7 +164,7 @@ def _sweep_grid(axes: dict, sample: dict, seed: int, model, shown: str, lines) -
 
 
 # ------------------------------------------------------------------ Python API
-def sweep(scenario: str, grid: dict[str, Any], outputs: list[str] | str, *,
+def sweep(scenario: str | Scenario, grid: dict[str, Any], outputs: list[str] | str, *,
           zip: bool = False, where: Iterable[str] | str = (), sets: list[str] | None = None,
           formulas: str | None = None, max_configs: int = DEFAULT_MAX_CONFIGS,
           dask: str | None = None, quiet: bool = True, keep_masked: bool = False,
@@ -176,7 +176,7 @@ def sweep(scenario: str, grid: dict[str, Any], outputs: list[str] | str, *,
     drop rows; with ``keep_masked=True`` they stay, with their ``reason``.
     """
     from .runner import execute, to_frame
-    sc = load_scenario(scenario, sets)
+    sc = scenario_of(scenario, sets)
     for k, v in grid.items():
         sc.values[k] = Value(v, "grid")
     g, _ = grid_from_sets(sc, zipped=zip)

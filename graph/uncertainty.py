@@ -20,7 +20,7 @@ from .chunks import model_for
 from .distributions import Spread, parse_spread, uniforms
 from .errors import FlopsheetError
 from .grid import Axis, Grid
-from .scenario import load_scenario, resolve
+from .scenario import Scenario, resolve, scenario_of
 from .sweeps import make_job
 
 MAX_SAMPLES = 5_000_000
@@ -56,8 +56,8 @@ def _evaluate(sc, spreads, u, outputs, formulas, dask, quiet):
     return execute(job, dask=dask, quiet=quiet, label="monte carlo")
 
 
-def propagate(scenario: str, outputs: list[str] | str, *, n: int = 10_000, seed: int = 0,
-              method: str = "lhs", percentiles: Iterable[float] = (5, 50, 95),
+def propagate(scenario: str | Scenario, outputs: list[str] | str, *, n: int = 10_000,
+              seed: int = 0, method: str = "lhs", percentiles: Iterable[float] = (5, 50, 95),
               sets: list[str] | None = None, formulas: str | None = None, sobol_n: int = 0,
               local: bool = True, dask: str | None = None, quiet: bool = True
               ) -> list[OutputStats]:
@@ -70,7 +70,7 @@ def propagate(scenario: str, outputs: list[str] | str, *, n: int = 10_000, seed:
         raise FlopsheetError(f"--samples {n}: must be in 1..{MAX_SAMPLES:,}")
     outputs = [outputs] if isinstance(outputs, str) else list(outputs)
     model = model_for(formulas)
-    sc = load_scenario(scenario, sets)
+    sc = scenario_of(scenario, sets)
     spreads = spreads_of(sc, model)
     if not spreads:
         raise FlopsheetError(f"{sc.path}: no value carries a spread (write e.g. "
