@@ -40,7 +40,10 @@ def register(sub, *, run_parser, common) -> None:
     s = sub.add_parser("sweep", help="evaluate a sweep file (axes, constraints, outputs)")
     s.add_argument("file", help="sweep YAML file")
     s.add_argument("--sort", metavar="NAME", help="sort rows by NAME (-NAME: descending)")
-    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--json", action="store_true", help="machine-readable output "
+                   "(same as --format json)")
+    s.add_argument("--format", choices=["table", "json", "csv", "markdown"], default="table",
+                   help="output format (default: table)")
     s.add_argument("--formulas", action="append", metavar="PATH",
                    help="formula file or folder added to the bundled library (repeatable)")
     s.add_argument("--formulas-only", action="store_true",

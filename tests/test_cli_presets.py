@@ -129,6 +129,11 @@ def test_format_json_and_csv_reach_grids_and_search(capsys):
     row = dict(zip(header, lines[1].split(",")))
     assert int(row["tp"]) * int(row["pp"]) * int(row["dp"]) * int(row["cp"]) == 32
     assert float(row["step_time"]) > 0  # plain seconds, no unit text
+    from flopsheet.scenario import bundled_templates
+    sweep = bundled_templates() / "sweeps" / "gpt3-175b-layouts.yaml"
+    assert main(["sweep", str(sweep), "--quiet", "--top", "2", "--format", "markdown"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 4 and table[0].startswith("|") and "step_time" in table[0]
 
 
 @pytest.mark.parametrize("cmd", [["uncertainty", SCENARIO, "--of", "step_time"],
