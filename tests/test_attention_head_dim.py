@@ -73,8 +73,9 @@ def validator_and_points():
 
 
 @pytest.mark.parametrize("pid, before, after", [
-    # with the SM contention of hidden traffic and the 2026-11-28 refits (+28.7 -> +26.2 % and +3.0 -> +5.6 % before)
-    (GPT_OSS, 1.304, 1.279),       # tokens/s predicted over measured: +30.4 -> +27.9 %, nearer
+    # with the SM contention of hidden traffic and the 2026-11-28 refits (+28.7 -> +26.2 % and +3.0 -> +5.6 % before);
+    # gpt-oss with its eager activation clamp priced (glu_clamp, 2026-11-29; +30.4 -> +27.9 % before)
+    (GPT_OSS, 1.230, 1.207),       # tokens/s predicted over measured: +23.0 -> +20.7 %, nearer
     (OLMOE_EP8, 1.006, 1.032),     # iteration time: +0.6 -> +3.2 %, one of the rows that read worse
 ])
 def test_held_out_rows_move_as_documented(validator_and_points, pid, before, after):

@@ -93,11 +93,11 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     # the old value: the squared-log-error fit on the 25.09-26.02 points, which the fast gpt-oss rows pull down (0.133
     # before the expert bias adds slowed them; 0.141 since, 0.145 since the 64-wide heads run at their kernel's rate,
     # 0.141 again since the slowest stage counts its own communication, 0.140 with the sends overlapped, 0.131 with
-    # hidden traffic's SMs priced)
+    # hidden traffic's SMs priced, 0.142 since gpt-oss's eager activation clamp slows its rows, glu_clamp)
     old = fit(validator, points, ["moe_permute_hbm_fraction"],
               "megatron-bridge-moe,megatron-bridge-26.02,megatron-bridge-gb300,megatron-bridge")
     assert old["fit_points"] == 44
-    assert old["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.131, abs=0.003)
+    assert old["fitted"]["moe_permute_hbm_fraction"] == pytest.approx(0.142, abs=0.003)
     # the other frameworks' and reports' rows of mixture-of-experts models (Megatron-Bridge 26.04, outside the fit
     # too, is not among them)
     held_out = [p for p in points if p.family not in bridge + ["megatron-bridge-26.04"] and p.supported
