@@ -408,6 +408,7 @@ class _Writer:
             ("scenario file", sc.path if sc else ""),
             ("scenario doc", sc.doc if sc else ""),
             ("presets applied", " <- ".join(reversed(sc.chain)) if sc else ""),
+            ("--use", ", ".join(sc.uses) if sc else ""),
             ("--set", ", ".join(sets)),
             ("overridden nodes", ", ".join(sorted(res.overridden))),
             ("near-ties", ", ".join(self.ties) + " (a comparison or % on numbers equal to 13 "

@@ -201,7 +201,8 @@ def read_workbook(path: str | Path, lib: Library, model: Model | None = None) ->
                             f"written out (no `use:`)")
         return imp
     try:
-        imp.base, imp.changed = rebase(original, values, overrides, lib, model, encoded)
+        presets = [u.strip() for u in about.get("--use", "").split(",") if u.strip()]
+        imp.base, imp.changed = rebase(original, values, overrides, lib, model, encoded, presets)
         imp.based_on = about.get("scenario file") or str(original)
     except FlopsheetError as e:
         warnings.append(f"could not rebase on {original}: {e.render()}; every value is "

@@ -18,7 +18,8 @@ import numpy as np
 
 from flopsheet import units
 from flopsheet.errors import FlopsheetError
-from flopsheet.scenario import bundled_templates, find_template, load_scenario, resolve
+from flopsheet.scenario import (apply_presets, bundled_templates, find_template, load_scenario,
+                                resolve)
 from flopsheet.yamlio import read_mapping
 
 _NUM_UNIT = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*([^\d\s].*)$")
@@ -67,12 +68,14 @@ def _in_unit_of(old_raw: Any, new_value: float, dim) -> Any:
 
 
 def rebase(original: Path, imported_values: dict[str, Any], overrides: list[str], lib,
-           model, encoded: dict[str, Any]) -> tuple[dict, list[str]]:
+           model, encoded: dict[str, Any], presets: list[str] = ()) -> tuple[dict, list[str]]:
     """The mapping to write: the original file with the workbook's changes. ``encoded``
-    holds the workbook's value of every input and override (engine units). Returns the
-    mapping and the names that changed."""
+    holds the workbook's value of every input and override (engine units); ``presets`` are
+    those the export applied with ``--use``, which join the ``use:`` list (their values and
+    citations stay theirs, not workbook edits). Returns the mapping and the names that
+    changed."""
     data, _ = read_mapping(original.read_text(encoding="utf-8"), str(original), "scenario")
-    sc = load_scenario(str(original))
+    sc = apply_presets(load_scenario(str(original)), list(presets))
     base = resolve(sc, model)
     defaults = model.defaults()
     out: dict[str, Any] = {}
@@ -83,9 +86,15 @@ def rebase(original: Path, imported_values: dict[str, Any], overrides: list[str]
     use = data.get("use") or []
     if isinstance(use, str):
         use = [use]
+    use = [_ref(u, original.parent) for u in use] + list(presets)
     if use:
-        out["use"] = [_ref(u, original.parent) for u in use]
+        out["use"] = use
     values = dict(data.get("values") or {})
+    for name in list(values):  # a --use preset overrode the file's own value: carry the preset's
+        v = sc.values.get(name)
+        if v is not None and v.origin.rpartition(":")[0] not in ("", sc.path):
+            values[name] = {"value": _plain(v.raw),
+                            "source": v.source or f"{v.origin} (applied with --use)"}
     changed = []
     for name, enc in encoded.items():
         before = base.get(name, defaults.get(name))

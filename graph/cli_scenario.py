@@ -17,8 +17,8 @@ import numpy as np
 
 from .errors import FlopsheetError, InputValueError, ScenarioError
 from .names import suggest
-from .scenario import (SET_ORIGIN, Scenario, Value, _apply, _split_origin, bundled_templates,
-                       find_template, load_scenario, parse_set)
+from .scenario import (SET_ORIGIN, Scenario, Value, _split_origin, apply_presets,
+                       bundled_templates, load_scenario, parse_set)
 from .yamlio import read_mapping
 
 VALIDATION = "validation:"
@@ -58,9 +58,7 @@ def scenario_from_args(args, lib=None, default: str | None = None):
                       + ", ".join(uses) + ".")
     else:
         sc = load_scenario(ref or default)
-    here = Path("<command line>").resolve()
-    for u in uses:
-        _apply(find_template(u), sc, [here])  # like a `use:` entry of the scenario
+    apply_presets(sc, uses)  # like `use:` entries of the scenario, after its own
     for item in sets:
         name, val = parse_set(item)
         sc.values[name] = Value(val, SET_ORIGIN)

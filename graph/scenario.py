@@ -49,6 +49,7 @@ class Scenario:
     values: dict[str, Value] = field(default_factory=dict)
     report: list[str] = field(default_factory=list)
     chain: list[str] = field(default_factory=list)  # files applied, in order
+    uses: list[str] = field(default_factory=list)  # presets given with --use, after the file's
 
 
 def bundled_templates() -> Path:
@@ -134,8 +135,18 @@ def scenario_of(scenario: str | Scenario, sets: list[str] | None = None) -> Scen
     if not isinstance(scenario, Scenario):
         return load_scenario(scenario, sets)
     sc = Scenario(scenario.name, scenario.path, scenario.doc, dict(scenario.values),
-                  list(scenario.report), list(scenario.chain))
+                  list(scenario.report), list(scenario.chain), list(scenario.uses))
     return _with_sets(sc, sets)
+
+
+def apply_presets(sc: Scenario, presets: list[str]) -> Scenario:
+    """Apply presets named on the command line (``--use``) after the scenario's own chain,
+    as a ``use:`` entry would, and remember them in ``sc.uses``."""
+    here = Path("<command line>").resolve()
+    for name in presets:
+        _apply(find_template(name), sc, [here])
+        sc.uses.append(name)
+    return sc
 
 
 def _with_sets(sc: Scenario, sets: list[str] | None) -> Scenario:
