@@ -13,7 +13,7 @@ from .errors import FlopsheetError, UnknownNameError
 from .evaluate import Model
 from .cli_scenario import add_arguments as _scenario_arguments
 from .cli_scenario import default_notes, measured_rows, refuse_unsupported_dtype, scenario_from_args
-from .fmt import csv_text, markdown, table
+from .fmt import FORMATS, csv_text, markdown, table
 from .libsource import roots_from_args
 from .library import Library, load_library
 from .names import suggest
@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="show the Python traceback of an internal error")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
-    def common(sp, scenario=True, formats=("table", "json", "csv", "markdown")):
+    def common(sp, scenario=True, formats=FORMATS):
         sp.add_argument("--formulas", action="append", metavar="PATH",
                         help="a formula file or folder to add to the bundled library "
                              "(repeatable)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+from .fmt import FORMATS
 from .grid import DEFAULT_MAX_CONFIGS
 
 
@@ -42,7 +43,7 @@ def register(sub, *, run_parser, common) -> None:
     s.add_argument("--sort", metavar="NAME", help="sort rows by NAME (-NAME: descending)")
     s.add_argument("--json", action="store_true", help="machine-readable output "
                    "(same as --format json)")
-    s.add_argument("--format", choices=["table", "json", "csv", "markdown"], default="table",
+    s.add_argument("--format", choices=FORMATS, default="table",
                    help="output format (default: table)")
     s.add_argument("--formulas", action="append", metavar="PATH",
                    help="formula file or folder added to the bundled library (repeatable)")

@@ -22,6 +22,8 @@ _BIN = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
 _TIME = [(365.25 * 86400, "yr"), (86400, "d"), (3600, "h"), (60, "min")]
 #: Coherent unit text (units.dim_str) -> the name people use for it.
 _NAMES = {"J/s": "W", "J/s/USD": "W/USD"}
+#: output formats of the commands that print tables (`--format`)
+FORMATS = ("table", "json", "csv", "markdown")
 _ENERGY = [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh")]
 
 
