@@ -105,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("name", help="node or input to explain")
     e.add_argument("scenario", nargs="?", default=None)
     e.add_argument("--depth", type=int, default=3, help="levels to expand (0: all; default 3)")
-    common(e)
+    common(e, formats=("table", "json"))  # a tree: no csv or markdown form
     e.set_defaults(func=cmd_explain)
 
     s = sub.add_parser("sensitivity", help="elasticities of a node w.r.t. every input")

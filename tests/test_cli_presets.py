@@ -137,7 +137,8 @@ def test_format_json_and_csv_reach_grids_and_search(capsys):
 
 
 @pytest.mark.parametrize("cmd", [["uncertainty", SCENARIO, "--of", "step_time"],
-                                 ["export", SCENARIO, "-o"], ["plot", "breakdown", "-o"]])
+                                 ["export", SCENARIO, "-o"], ["plot", "breakdown", "-o"],
+                                 ["explain", "step_time", SCENARIO]])
 def test_a_format_a_command_cannot_print_is_refused(cmd, capsys, tmp_path):
     target = [str(tmp_path / "out.bin")] if cmd[-1] == "-o" else []
     with pytest.raises(SystemExit):
