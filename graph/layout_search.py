@@ -269,7 +269,7 @@ def _concat(a, b):
     return pd.concat([a, b])
 
 
-def search(scenario: str, gpus: int, objective: str | None = None, *,
+def search(scenario: str | Scenario, gpus: int, objective: str | None = None, *,
            where: Iterable[str] | str = (), sets: list[str] | None = None,
            keep_masked: bool = False, **kw):
     """Every candidate layout of ``scenario`` on ``gpus`` GPUs, best first (a DataFrame).
