@@ -28,6 +28,7 @@ import yaml
 from flopsheet.errors import FlopsheetError, InputValueError, ResourceLimitError, SchemaError
 from flopsheet.evaluate import Model
 from flopsheet.library import Library
+from flopsheet.scenario import parse_set
 
 from .excel import ABOUT, FIRST_ROW, INPUTS, OUTPUTS
 from .printer import ExcelPrintError, print_tree
@@ -202,7 +203,10 @@ def read_workbook(path: str | Path, lib: Library, model: Model | None = None) ->
         return imp
     try:
         presets = [u.strip() for u in about.get("--use", "").split(",") if u.strip()]
-        imp.base, imp.changed = rebase(original, values, overrides, lib, model, encoded, presets)
+        sets = dict(parse_set(item.strip()) for item in about.get("--set", "").split(", ")
+                    if item.strip())
+        imp.base, imp.changed = rebase(original, values, overrides, lib, model, encoded, presets,
+                                       sets)
         imp.based_on = about.get("scenario file") or str(original)
     except FlopsheetError as e:
         warnings.append(f"could not rebase on {original}: {e.render()}; every value is "

@@ -68,12 +68,14 @@ def _in_unit_of(old_raw: Any, new_value: float, dim) -> Any:
 
 
 def rebase(original: Path, imported_values: dict[str, Any], overrides: list[str], lib,
-           model, encoded: dict[str, Any], presets: list[str] = ()) -> tuple[dict, list[str]]:
+           model, encoded: dict[str, Any], presets: list[str] = (),
+           sets: dict[str, Any] = None) -> tuple[dict, list[str]]:
     """The mapping to write: the original file with the workbook's changes. ``encoded``
     holds the workbook's value of every input and override (engine units); ``presets`` are
     those the export applied with ``--use``, which join the ``use:`` list (their values and
-    citations stay theirs, not workbook edits). Returns the mapping and the names that
-    changed."""
+    citations stay theirs, not workbook edits); ``sets`` the ``--set`` values it was given,
+    cited as such while the workbook still holds them. Returns the mapping and the names
+    that changed."""
     data, _ = read_mapping(original.read_text(encoding="utf-8"), str(original), "scenario")
     sc = apply_presets(load_scenario(str(original)), list(presets))
     base = resolve(sc, model)
@@ -111,6 +113,8 @@ def rebase(original: Path, imported_values: dict[str, Any], overrides: list[str]
             raw = _in_unit_of(old_raw, float(np.asarray(enc)), item.dim)
         note = "edited in the exported workbook" + (" (typed over the formula)"
                                                     if name in overrides else "")
+        if name in (sets or {}) and _same(enc, model.encode(name, sets[name])):
+            note = "set on the command line of the export (--set)"
         values[name] = {"value": _plain(raw), "source": note}
     out["values"] = values
     if data.get("report"):

@@ -718,23 +718,26 @@ def test_cli_export_run_and_import(capsys, tmp_path, lib, model):
 def test_presets_given_with_use_stay_presets_through_export_and_import(capsys, tmp_path):
     """An export with --use records the presets (About sheet, `--use`); the imported scenario lists them in
     its `use:` - their values keep their datasheet citations rather than reading as workbook edits - and a
-    value of the file's own that a preset overrode is carried with the preset's value and source."""
+    value of the file's own that a preset overrode is carried with the preset's value and source; a --set
+    value is cited as one."""
     mine = tmp_path / "mine.yaml"
     mine.write_text("doc: a scenario\nuse: [scenarios/sc21-table1-1.7b]\nvalues:\n"
                     "  gemm_efficiency: {value: 0.5, source: mine}\n  tp: 2\n")
     book, back = tmp_path / "w.xlsx", tmp_path / "back.yaml"
-    assert main(["export", str(mine), "--use", "hardware/b200", "-o", str(book), "--no-sensitivity"]) == 0
+    assert main(["export", str(mine), "--use", "hardware/b200", "--set", "micro_batch=2", "-o", str(book),
+                 "--no-sensitivity"]) == 0
     assert main(["import-xlsx", str(book), "-o", str(back)]) == 0
     cap = capsys.readouterr()
-    assert "0 changed" in cap.out + cap.err
+    assert "1 changed: micro_batch" in cap.out + cap.err
     import yaml
     data = yaml.safe_load(back.read_text())
     assert data["use"] == ["scenarios/sc21-table1-1.7b", "hardware/b200"]
     assert data["values"]["gemm_efficiency"]["value"] == 0.54
     assert "Blackwell" in data["values"]["gemm_efficiency"]["source"]
     assert "hbm_capacity" not in data["values"] and data["values"]["tp"] == 2
+    assert data["values"]["micro_batch"] == {"value": 2, "source": "set on the command line of the export (--set)"}
     runs = []
-    for argv in (["run", str(back)], ["run", str(mine), "--use", "hardware/b200"]):
+    for argv in (["run", str(back)], ["run", str(mine), "--use", "hardware/b200", "--set", "micro_batch=2"]):
         assert main([*argv, "--json", "--outputs", "step_time,gemm_efficiency,hbm_capacity"]) == 0
         runs.append(json.loads(capsys.readouterr().out)["outputs"])
     assert runs[0] == runs[1]
