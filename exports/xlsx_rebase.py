@@ -18,8 +18,8 @@ import numpy as np
 
 from flopsheet import units
 from flopsheet.errors import FlopsheetError
-from flopsheet.scenario import (apply_presets, bundled_templates, find_template, load_scenario,
-                                resolve)
+from flopsheet.scenario import (SET_ORIGIN, apply_presets, bundled_templates, find_template,
+                                load_scenario, resolve, split_origin)
 from flopsheet.yamlio import read_mapping
 
 _NUM_UNIT = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*([^\d\s].*)$")
@@ -94,7 +94,7 @@ def rebase(original: Path, imported_values: dict[str, Any], overrides: list[str]
     values = dict(data.get("values") or {})
     for name in list(values):  # a --use preset overrode the file's own value: carry the preset's
         v = sc.values.get(name)
-        if v is not None and v.origin.rpartition(":")[0] not in ("", sc.path):
+        if v is not None and split_origin(v.origin)[0] not in (sc.path, SET_ORIGIN):
             values[name] = {"value": _plain(v.raw),
                             "source": v.source or f"{v.origin} (applied with --use)"}
     changed = []

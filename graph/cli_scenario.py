@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import FlopsheetError, InputValueError, ScenarioError
 from .names import suggest
-from .scenario import (SET_ORIGIN, Scenario, Value, _split_origin, apply_presets,
+from .scenario import (SET_ORIGIN, Scenario, Value, split_origin, apply_presets,
                        bundled_templates, load_scenario, parse_set)
 from .yamlio import read_mapping
 
@@ -158,7 +158,7 @@ def refuse_unsupported_dtype(lib, sc: Scenario, values: dict) -> None:
         file, line = lib.inputs[peak].file, lib.inputs[peak].line
         gpu, whence = "the library's default GPU", " (library default; no hardware preset sets it)"
     else:
-        file, line = _split_origin(v.origin)
+        file, line = split_origin(v.origin)
         gpu, whence = _preset_gpu(file) or "this GPU", ""
     ok = [c for c in choices if f"peak_flops_{c}" in lib.inputs and
           float(np.max(values.get(f"peak_flops_{c}", lib.inputs[f"peak_flops_{c}"].default))) > 0]

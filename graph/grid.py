@@ -23,6 +23,7 @@ import numpy as np
 
 from .errors import FlopsheetError, UnknownNameError
 from .names import suggest
+from .scenario import split_origin
 
 DEFAULT_MAX_CONFIGS = 5_000_000
 MAX_AXIS_VALUES = 1_000_000  # one range may not expand to more values than this
@@ -134,7 +135,7 @@ class Grid:
         lib = model.lib
         seen: dict[str, str] = {}
         for a in self.axes:
-            file, line = _split(a.origin)
+            file, line = split_origin(a.origin)
             if a.name not in lib:
                 raise UnknownNameError(f"unknown axis `{a.name}`" + suggest(a.name, lib.names()),
                                        file=file, line=line, node=a.name)
@@ -166,13 +167,6 @@ class Grid:
         return out
 
 
-def _split(origin: str):
-    if origin == "--set" or ":" not in origin:
-        return origin, None
-    f, _, ln = origin.rpartition(":")
-    return (f, int(ln)) if ln.isdigit() else (origin, None)
-
-
 def grid_from_sets(sc, *, zipped: bool = False) -> tuple[Grid, dict]:
     """Split a scenario's values into grid axes (lists and ranges) and fixed values.
 
@@ -181,7 +175,7 @@ def grid_from_sets(sc, *, zipped: bool = False) -> tuple[Grid, dict]:
     groups: list[list[Axis]] = []
     for name, v in sc.values.items():
         if isinstance(v.raw, (list, tuple)) or is_range(v.raw):
-            file, line = _split(v.origin)
+            file, line = split_origin(v.origin)
             ax = Axis(name, axis_values(v.raw, name=name, file=file, line=line), v.origin)
             if zipped and groups:
                 groups[0].append(ax)

@@ -171,7 +171,7 @@ def check_configs(sc: Scenario) -> int:
             continue
         k = len(v.raw)
         if k > MAX_CONFIGS:
-            file, line = _split_origin(v.origin)
+            file, line = split_origin(v.origin)
             raise ResourceLimitError(f"{k:,} values; at most {MAX_CONFIGS:,} values a list "
                                      f"(use a sweep file)", file=file, line=line, node=name)
         n = max(n, k)
@@ -340,12 +340,14 @@ def resolve(sc: Scenario, model) -> dict[str, Any]:
     """Encode every scenario value for ``model`` (units converted, choices checked)."""
     out = {}
     for name, v in sc.values.items():
-        file, line = _split_origin(v.origin)
+        file, line = split_origin(v.origin)
         out[name] = model.encode(name, v.raw, file=file, line=line)
     return out
 
 
-def _split_origin(origin: str):
+def split_origin(origin: str):
+    """A value's origin as (file, line): ``("templates/x.yaml", 4)``, or ``(origin, None)``
+    for ``--set`` and origins without a line."""
     if origin == SET_ORIGIN:
         return SET_ORIGIN, None
     file, _, line = origin.rpartition(":")

@@ -42,8 +42,8 @@ def spreads_of(sc, model) -> list[Spread]:
     out = []
     for name, v in sc.values.items():
         if v.spread:
-            from .scenario import _split_origin
-            file, line = _split_origin(v.origin)
+            from .scenario import split_origin
+            file, line = split_origin(v.origin)
             enc = lambda x, n=name, f=file, ln=line: model.encode(n, x, file=f, line=ln)  # noqa
             out.append(parse_spread(name, {"value": v.raw, **v.spread}, enc, file=file, line=line))
     return out
