@@ -70,7 +70,7 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     when fitted; 0.174 since the gpt-oss rows price Megatron-Core's eager expert bias adds, moe_expert_bias_add - the
     fit set's median 7.3 % either way; 0.1705 since the slowest pipeline stage counts its own communication, 0.170
     since the pipeline sends overlap by default, 0.166 since hidden traffic's SMs are priced with the 2026-11-28 refits;
-    held out there: 7.5 against 8.8 %, 12 against 10 rows worse than 20 %). On the 80 MoE rows of the other frameworks and reports, held out, it
+    held out there: 7.6 against 8.9 %, 13 against 10 rows worse than 20 % on 81 rows since Kimi K2 (2026-11-29), 7.5 against 8.8 % and 12 against 10 on 80 before). On the 80 MoE rows of the other frameworks and reports, held out, it
     reads 7.1 % median against 9.6 % at the previous 0.13 (7.5 against 9.8 % before the overlapped sends, 7.1 against
     9.5 % before that stage fix) (the linear-loss fit on the 44 points of the 25.09-26.02 releases), with
     11 rows worse than 20 % either way, since the 64-wide heads of gpt-oss and OLMoE run at their kernel's head-width
@@ -106,12 +106,13 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     def errors(overrides):
         rows = validator.run(held_out, overrides=overrides).rows
         errs = sorted(abs(r.error) for r in rows if r.expect.counted and r.error is not None)
-        assert len(errs) == 80
-        return (errs[39] + errs[40]) / 2, sum(e > 0.2 for e in errs)
+        assert len(errs) == 81
+        return errs[40], sum(e > 0.2 for e in errs)
 
     shipped, previous = errors({}), errors({"moe_permute_hbm_fraction": 0.13})
-    assert shipped[0] == pytest.approx(0.075, abs=0.003) and previous[0] == pytest.approx(0.088, abs=0.003)
-    assert (shipped[1], previous[1]) == (12, 10)     # rows worse than 20 % (11 and 11 before the SM contention)
+    assert shipped[0] == pytest.approx(0.076, abs=0.003) and previous[0] == pytest.approx(0.089, abs=0.003)
+    # rows worse than 20 %: 12 and 10 on 80 rows before Kimi K2 (+21.7 %, 2026-11-29), 11 and 11 before the SM contention
+    assert (shipped[1], previous[1]) == (13, 10)
 
 
 def test_dense_models_do_not_move(point):

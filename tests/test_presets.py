@@ -320,6 +320,38 @@ def test_deepseek_v3_with_the_gqa_stand_in_for_mla(ev):
     assert (active - V * H) / (36.7 * B) - 1 == pytest.approx(0, abs=0.005)
 
 
+# Kimi K2, the same skeleton with 64 heads, 384 experts and one dense layer (moonshotai/Kimi-K2-Instruct
+# config.json), counted by hand from its checkpoint's tensor shapes:
+KH, KL, KV = 7168, 61, 163840
+KIMI_MLA = (KH * 1536 + 1536 + 1536 * 64 * 192 + KH * (512 + 64) + 512 + 512 * 64 * (128 + 128)
+            + 64 * 128 * KH)
+KIMI_EXPERT = 3 * KH * 2048
+KIMI_EXACT_TOTAL = (KL * (KIMI_MLA + 2 * KH) + 3 * KH * 18432 + 60 * (385 * KIMI_EXPERT + KH * 384 + 384)
+                    + 2 * KV * KH + KH)
+KIMI_EXACT_ACTIVE = KIMI_EXACT_TOTAL - 60 * (384 - 8) * KIMI_EXPERT
+
+
+def test_kimi_k2_exact_architecture_count():
+    # The FP8 release stores one fp32 scale per 128 x 128 weight block and 56 rotary frequencies per
+    # layer beside the weights; with them the hand count is the checkpoint's 1,026,470,731,056 elements.
+    blocks = lambda rows, cols: -(-rows // 128) * -(-cols // 128)  # noqa: E731
+    attention_scales = (blocks(576, KH) + blocks(16384, 512) + blocks(KH, 8192) + blocks(1536, KH)
+                        + blocks(12288, 1536))
+    expert_scales = 3 * blocks(2048, KH)
+    scales = KL * attention_scales + 3 * blocks(18432, KH) + 60 * 385 * expert_scales
+    assert KIMI_EXACT_TOTAL + scales + KL * 56 == 1_026_470_731_056
+
+
+def test_kimi_k2_with_the_gqa_stand_in_for_mla(ev):
+    total, active = params(ev, "kimi-k2")
+    # The counts are MLA's (formulas/model/mla.yaml), not the GQA stand-in's; only the routers'
+    # 384 score-correction biases per MoE layer are left out.
+    assert KIMI_EXACT_TOTAL - total == 60 * 384
+    assert KIMI_EXACT_ACTIVE - active == 60 * 384
+    # model card: "1T total parameters, 32B activated" - both truncated (1.026T, 32.86B with both embeddings)
+    assert math.floor(total / 1e12) == 1 and math.floor(active / B) == 32
+
+
 def test_gpt_oss_sizes_match_the_model_card(ev):
     # OpenAI 2025 model card (arXiv 2508.10925), Sec. 2: 116.83B / 20.91B total, 5.13B / 3.61B active per token;
     # its active count includes the unembedding but not the embedding (one 201,088 x 2,880 matrix)
