@@ -47,13 +47,28 @@ def test_shard_group_carries_the_gathers_and_the_state():
     # the gathers run over 4 ranks instead of 8: the same bytes, fewer ring steps, 3/4 instead of 7/8 of them
     assert hybrid.scalar("dp_allgather_msg_bytes") == pytest.approx(base.scalar("dp_allgather_msg_bytes"), rel=1e-12)
     assert hybrid.scalar("dp_allgather_net_time") < base.scalar("dp_allgather_net_time")
-    # FSDP2 under pipelining keeps each stage's weights gathered (one gather per microbatch) and syncs gradients
-    # once per step: one reduce-scatter and one replica all-reduce
+    # FSDP2 under pipelining keeps each stage's weights gathered from the first microbatch's forward to the step's
+    # last backward and syncs gradients once per step: one gather, one reduce-scatter, one replica all-reduce
     m = hybrid.scalar("microbatches")
-    assert hybrid.scalar("zero3_allgathers_per_microbatch") == 1 and m == 8
-    assert hybrid.scalar("dp_comm_time") == pytest.approx(
-        m * hybrid.scalar("dp_allgather_net_time")
-        + hybrid.scalar("dp_reducescatter_net_time") + hybrid.scalar("dp_replica_allreduce_net_time"), rel=1e-12)
+    assert hybrid.scalar("zero3_allgathers_per_step") == 1 and m == 8
+    once = hybrid.scalar("dp_reducescatter_net_time") + hybrid.scalar("dp_replica_allreduce_net_time")
+    assert hybrid.scalar("dp_comm_time") == pytest.approx(hybrid.scalar("dp_allgather_net_time") + once, rel=1e-12)
+
+
+@pytest.mark.parametrize("after_forward, after_backward, gathers", [
+    ("no", "no", 1),        # torch.distributed.pipelining: gathered once, kept to the step's last backward
+    ("yes", "no", 8 + 1),   # each forward reshards, each backward re-gathers; the first forward gathers too
+    ("no", "yes", 8),       # FSDP2's default resharding after backward: one gather per microbatch
+    ("yes", "yes", 2 * 8),  # and again for each backward when resharding after forward as well
+])
+def test_fsdp_gathers_per_step(after_forward, after_backward, gathers):
+    r = run(dp_replicas=2, fsdp_reshard_after_forward=after_forward, fsdp_reshard_after_backward=after_backward)
+    assert r.scalar("zero3_allgathers_per_step") == gathers
+    once = r.scalar("dp_reducescatter_net_time") + r.scalar("dp_replica_allreduce_net_time")
+    assert r.scalar("dp_comm_time") == pytest.approx(gathers * r.scalar("dp_allgather_net_time") + once, rel=1e-12)
+    # whenever one of the two keeps them, every FSDP unit of the stage is gathered at the peak
+    whole = r.scalar("fsdp_gathered_weight_memory") > 4 * r.scalar("fsdp_unit_weight_memory")
+    assert whole == (after_forward == "no" or after_backward == "no")
 
 
 def test_distributed_optimizer_instances_and_the_rules():
