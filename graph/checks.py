@@ -1,7 +1,8 @@
 """Validity of a configuration made visible: which constraint a run breaks, and why.
 
 A number computed for a configuration that cannot run (tp = 3 with 64 heads, a
-model that does not fit in HBM) is still printed, so an architect can see how
+model that does not fit in HBM for training, or a served model whose weights and
+KV cache do not) is still printed, so an architect can see how
 far off it is, but never silently: ``run`` adds a warning line per broken
 constraint naming the rule and the values behind it, and ``--strict`` turns
 the warnings into an error (exit 2).
@@ -12,12 +13,13 @@ import numpy as np
 
 from .errors import FlopsheetError
 
-#: Condition nodes a training run is checked against (each a `unit: bool` node); when one
+#: Condition nodes a training or serving run is checked against (each a `unit: bool` node); when one
 #: is false, its false condition inputs (the individual rules) are named too. The second
 #: item limits a check to runs whose outputs are or depend on one of the names given
 #: (memory does not matter to a scenario that prints only collective times).
-CONSTRAINTS = ("parallel_config_valid", "fits_in_memory")
-_WHEN = {"fits_in_memory": ("memory_per_gpu", "step_time")}
+CONSTRAINTS = ("parallel_config_valid", "fits_in_memory", "serving_fits_in_memory")
+_WHEN = {"fits_in_memory": ("memory_per_gpu", "step_time"),
+         "serving_fits_in_memory": ("serving_memory_per_gpu", "decode_step_time", "prefill_time")}
 #: The node that says a scenario is a training job; `run` always reports it.
 WORLD_SIZE = "n_gpus"
 

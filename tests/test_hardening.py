@@ -436,6 +436,21 @@ def test_not_fitting_memory_warns_with_the_numbers(capsys):
                for w in data["warnings"])
 
 
+def test_served_model_too_large_warns_and_strict_refuses(capsys):
+    # Kimi K2's 1.03T parameters in FP8 over tp 8 are 128 GB of weights per GPU before any KV cache: the
+    # serving numbers are still printed, never silently
+    args = ["run", "cost-serve-llama3-70b-h100", "--use", "models/kimi-k2", "--set", "tp=8"]
+    code, out, err = cli(capsys, *args)
+    assert code == 0 and "cost_per_million_tokens" in out
+    warn = [ln for ln in err.splitlines() if ln.startswith("warning: ")]
+    assert len(warn) == 1 and warn[0].startswith("warning: serving_fits_in_memory is false")
+    assert "serving_memory_per_gpu = 126.8 GiB" in warn[0]
+    code, out, err = cli(capsys, *args, "--strict")
+    assert code == 2 and "serving_fits_in_memory" in one_error_line(err)
+    # the bundled workload fits; a training run is not held to the serving rule
+    assert "warning" not in cli(capsys, "run", "cost-serve-llama3-70b-h100", "--strict")[2]
+
+
 def test_valid_bundled_scenario_has_no_warning_and_reports_n_gpus(capsys):
     code, out, err = cli(capsys, "run", "sc21-table1-1t", "--strict")
     assert code == 0 and "warning" not in err
