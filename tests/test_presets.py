@@ -339,6 +339,7 @@ def test_kimi_k2_exact_architecture_count():
                         + blocks(12288, 1536))
     expert_scales = 3 * blocks(2048, KH)
     scales = KL * attention_scales + 3 * blocks(18432, KH) + 60 * 385 * expert_scales
+    assert KIMI_EXACT_TOTAL == 1_026_408_232_448 and scales == 62_495_192  # the figures models/kimi-k2 quotes
     assert KIMI_EXACT_TOTAL + scales + KL * 56 == 1_026_470_731_056
 
 
