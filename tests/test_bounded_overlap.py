@@ -96,6 +96,26 @@ def test_zero3_traffic_hides_behind_every_microbatch(model):
     assert z1("dp_param_gather_time") == pytest.approx(z1("dp_allgather_net_time"), rel=1e-12)
 
 
+@pytest.mark.parametrize("after_backward, gathers, gather_window", [("yes", 192, "step"), ("no", 1, "forward")])
+def test_zero3_reduction_deferred_to_the_last_microbatch(model, after_backward, gathers, gather_window):
+    """With the gradient sync deferred to the last microbatch (fsdp_grad_sync per_step) ZeRO-3's reduce-scatter
+    hides behind that microbatch's backward alone, as the distributed optimizer's does; its gathers keep the whole
+    step when they recur every microbatch, one forward when the weights stay gathered (same 175B layout)."""
+    z3 = run(model, "gpt3-175b-sc21", zero_stage=3, dp_comm_overlap=1, dp_overlap_bound="yes",
+             fsdp_grad_sync="per_step", fsdp_reshard_after_forward="no",
+             fsdp_reshard_after_backward=after_backward).scalar
+    backward = 6 * (z3("layer_time_bwd") + z3("layer_time_recompute"))
+    assert z3("dp_grad_overlap_window") == pytest.approx(backward, rel=1e-12)
+    gather = gathers * z3("dp_weight_allgather_time")
+    assert z3("zero3_allgathers_per_step") == gathers and z3("dp_param_gather_time") == pytest.approx(gather, rel=1e-12)
+    window = z3("dp_step_compute_window") if gather_window == "step" else 6 * z3("layer_time_fwd")
+    assert z3("dp_gather_overlap_window") == pytest.approx(window, rel=1e-12)
+    reduction = z3("dp_dense_reduction_time")   # dense model: one reduce-scatter of the stage's gradients
+    assert z3("dp_comm_time") == pytest.approx(gather + reduction, rel=1e-12)
+    assert z3("step_dp_comm_time") == pytest.approx(max(0, reduction - backward) + max(0, gather - window),
+                                                    rel=1e-12)
+
+
 def test_data_parallel_traffic_bounded_by_default_at_mlperf_scale():
     """The bound is the default (formulas/training/step.yaml dp_overlap_bound): on MLPerf Training v4.0's GPT-3 175B
     step on 10,752 H100 (TP 4, PP 6 x VP 8, DP 448, 6 microbatches of 1) the distributed optimizer's reduce-scatter
