@@ -111,26 +111,26 @@ DOC = """\
   (validation/assumptions/dgxc-nemo-24.09-h100), except what each recipe's configure.sh sets: the attention backend
   (the Llama 3.1 and Nemotron-4 15B scripts run TransformerEngine's cuDNN fused attention, the Nemotron-4 340B and
   GPT-3 175B ones disable it and run FlashAttention-2) and FP8 weights (+model.fp8_params on the Llama and Nemotron
-  recipes). What the rows show (flopsheet validate --family dgxc-benchmarking-h100, 2026-11-28): median 3.1 %, worst
-  -10.4 %; Llama 3.1 8B BF16 +6.6..+8.3 %, FP8 +1.1..+2.8 %, Nemotron-4 15B -3.0..+2.5 %.
+  recipes). What the rows show (flopsheet validate --family dgxc-benchmarking-h100, 2026-11-29): median |error| 2.4 %, p90
+  8.9 %, worst -16.2 % (Grok-1 FP8 on 8 GPUs); most rows read fast, FP8 more than BF16 - Llama 3.1 8B BF16
+  -1.1..+0.4 %, FP8 -3.6..-2.0 %, 70B BF16 -3.5..-2.0 %, FP8 -11.7..-8.1 %, Nemotron-4 15B -2.9..+1.4 % (on entry,
+  2026-11-28: median 3.1 %, Llama 3.1 8B BF16 +6.6..+8.3 %).
   The measured step grows with the data-parallel degree at a fixed per-GPU load - Nemotron-4 340B FP8 3.16 -> 3.49 s
   and BF16 4.61 -> 4.84 s from 128 to 2,048 GPUs, Llama 3.1 405B FP8 11.31 -> 12.35 s from 1,152 to 2,304 - where the
   model would stay flat if it hid all data-parallel traffic behind compute (the rule until 2026-11-28: Nemotron-4
   340B -13.8..-1.1 %). With the traffic exposed beyond one microbatch's stage compute (dp_overlap_bound yes, the
   default since; formulas/training/step.yaml) the Nemotron rows read -7.1..+2.4 % and the exposed time grows with the
-  data-parallel degree as the measured steps do; the 405B jump at 2,304 GPUs (-6.9 %) stays unexplained. On Llama 3.1 70B, GPT-3 175B and
-  Nemotron-4 340B the FP8 rows read fast where their BF16 twins read slow or close: the measured FP8 speed-up is below
-  the model's (Llama 3.1 70B 1.34x against 1.50x at 64 GPUs with cuDNN attention, GPT-3 175B 1.48x against 1.61x at
-  128), while Llama 3.1 8B, 405B and Nemotron-4 15B FP8 rows sit within -8.5..+2.8 %. The Hopper gemm_efficiency
-  (0.55, fitted on BF16 Megatron-Core rows) and fp8_gemm_efficiency_factor (0.90, fitted on NeMo 24.07 FP8 rows) are
-  fitted apart; a joint fit on the first 44 of these rows, megatron-core-h100 and nemo-24.07 gave 0.570 and 0.844 -
+  data-parallel degree as the measured steps do; the 405B jump at 2,304 GPUs (-6.9 %) stays unexplained. On Llama 3.1 70B, GPT-3 175B and Nemotron-4 340B the FP8 rows read faster than their BF16 twins: the measured FP8
+  speed-up is below the model's (Llama 3.1 70B 1.34x against 1.44x at 64 GPUs with cuDNN attention, GPT-3 175B 1.48x
+  against 1.53x at 128; 2026-11-29), while Llama 3.1 8B, 405B and Nemotron-4 15B FP8 rows sit within -7.4..+2.4 %.
+  The Hopper gemm_efficiency (fitted on BF16 Megatron-Core rows) and fp8_gemm_efficiency_factor (fitted on NeMo 24.07
+  FP8 rows) are fitted apart; templates/hardware/h100-sxm5-80gb holds their values. At 0.55 and 0.90 a joint fit on the first 44 of these rows, megatron-core-h100 and nemo-24.07 gave 0.570 and 0.844 -
   not applied: it puts 4 more training rows beyond 20 % and the all-training median 5.4 -> 5.5 %.
   Grok-1 314B (8 experts, top-2, every layer MoE; added 2026-11-27 by the family's rule - every H100 table of the
   stored READMEs - after one BF16 cell was probed) is the family's one mixture-of-experts recipe, from the NeMo
   launcher config its configure.sh loads (grok1/grok1_314b.yaml: all-to-all dispatcher, capacity factor 1 with
   padding, FlashAttention-2 with NVTE_FUSED_ATTN=0, FP8 weights in FP8 runs, expert tensor parallelism left at
-  Megatron-Core's default, the TP size 4). BF16 reads -0.8..+6.0 %, FP8 -10.4..-0.9 %: the measured FP8 speed-up is
-  1.21-1.28x where the model's is 1.34-1.38x, the dense rows' FP8 gap widened by expert GEMMs that are most of the
+  Megatron-Core's default, the TP size 4). BF16 reads -9.1..-1.3 %, FP8 -16.2..-5.8 % (2026-11-29; -0.8..+6.0 and -10.4..-0.9 % on 2026-11-27): the measured FP8 speed-up is 1.21-1.28x where the model's is 1.31-1.34x, the dense rows' FP8 gap widened by expert GEMMs that are most of the
   step. First written with expert tensor parallelism 1 (the library default, Megatron-Bridge's recipes' value) the
   rows read BF16 -4.6..-7.4 % and FP8 -15.1..-21.0 %: with ETP 1 the expert-parallel group sits inside one node,
   with Megatron-Core's ETP = TP it steps over 4 ranks and its all-to-all crosses nodes (BF16 -4.6..+1.5 %, FP8
