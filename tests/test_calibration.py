@@ -90,10 +90,11 @@ def test_validate_fit_reproduces_the_blackwell_fit():
     # Hopper, A100 or GB300 ones, whose constants the fit does not touch
     assert out["rest_points"] == len([p for p in load_points() if p.category == "training" and p.supported]) - 18
     held = {r["point"] for r in out["held_rows"]}
-    # 110 with Dell's 8xB300 MLPerf v5.1 LoRA row (2026-11-28); 109 with the 27 GB200 rows of dgxc-benchmarking-25.05 (2026-11-28), 82 with the ten 8xB200 NeMo rows of nemo-perf-nvfp4-b200, 72 with the 17 B200, GB200 and B300 rows of Megatron-Bridge 26.04, 55 with the three GB200 NVFP4 rows and 52 with the four Megatron-Bridge 26.08 GB200 MoE rows (2026-11-28); 48 with
+    # 124 with the 14 rows of NeMo 25.02's B200 and 25.04's GB200 tables (2026-11-29); 110 with Dell's 8xB300 MLPerf
+    # v5.1 LoRA row (2026-11-28); 109 with the 27 GB200 rows of dgxc-benchmarking-25.05 (2026-11-28), 82 with the ten 8xB200 NeMo rows of nemo-perf-nvfp4-b200, 72 with the 17 B200, GB200 and B300 rows of Megatron-Bridge 26.04, 55 with the three GB200 NVFP4 rows and 52 with the four Megatron-Bridge 26.08 GB200 MoE rows (2026-11-28); 48 with
     # the thirteen MLPerf B200/GB200 rows (v4.1 GPT-3 and LoRA, v5.0 Llama 3.1 405B, v5.1 Llama 3.1 8B, v5.0 and v5.1
     # Llama 2 70B LoRA), 35 before
-    assert out["held_points"] == len(held) == 110 and out["held_before"]["compared"] == 110
+    assert out["held_points"] == len(held) == 124 and out["held_before"]["compared"] == 124
     assert all(("b200" in i or "b300" in i) and "gb300" not in i for i in held)
     assert not held & set(ids)
 

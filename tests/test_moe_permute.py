@@ -106,11 +106,12 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     def errors(overrides):
         rows = validator.run(held_out, overrides=overrides).rows
         errs = sorted(abs(r.error) for r in rows if r.expect.counted and r.error is not None)
-        assert len(errs) == 81
-        return errs[40], sum(e > 0.2 for e in errs)
+        assert len(errs) == 83
+        return errs[41], sum(e > 0.2 for e in errs)
 
     shipped, previous = errors({}), errors({"moe_permute_hbm_fraction": 0.13})
     assert shipped[0] == pytest.approx(0.076, abs=0.003) and previous[0] == pytest.approx(0.089, abs=0.003)
+    # 83 rows with the Mixtral 8x7B rows of NeMo's 25.02 B200 and 25.04 GB200 tables (2026-11-29, +12.1 / +2.9 %)
     # rows worse than 20 %: 12 and 10 on 80 rows before Kimi K2 (+21.7 %, 2026-11-29), 11 and 11 before the SM contention
     assert (shipped[1], previous[1]) == (13, 10)
 

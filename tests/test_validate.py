@@ -306,9 +306,9 @@ def test_flop_conventions_match_the_sources(report):
     # (GPT-3 5B/20B, Nemotron 8B/22B/340B: their NeMo configs' dimensions restate the table's TFLOP/s)
     # + the 3 Qwen3-235B rows of megatron-bridge-moe-extra + the 4 Qwen3 rows of megatron-bridge-26.08 + the 2 26.02
     # NVFP4 Llama 3.1 405B and 2 Llama 3 70B rows of megatron-bridge-nvfp4 + the 22 Llama and Qwen3 rows of
-    # megatron-bridge-26.04 + 5 rows of nemo-25.04-gb200 and 6 of nemo-25.02-b200 (the 25.04 GPT-3 row has no TFLOP/s
-    # cell; both pages' 405B cells sit 1 % above NeMo's own FLOPs per token, see the family docs)
-    assert checked == 98
+    # megatron-bridge-26.04 + 6 rows of nemo-25.04-gb200 and 6 of nemo-25.02-b200 (both pages' 405B cells sit 1 %
+    # above NeMo's own FLOPs per token, see the family docs)
+    assert checked == 99
 
 
 def test_mpt_models_match_the_published_parameter_counts(validator, points):
