@@ -23,6 +23,7 @@ from flopsheet.library import load_library
 from flopsheet.units import convert_value
 from flopsheet.validate import (CATEGORIES, Validator, load_family, load_points, markdown,
                                 print_text, select)
+from flopsheet.validate_points import validation_dir
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published.yaml"
 
@@ -450,8 +451,7 @@ MEDIAN_SLACK, WORST_SLACK = 0.03, 0.05
 
 def test_bounds_stay_close_to_the_measured_errors(report):
     loose = []
-    bounds = [((family, category), bound) for (family, category), bound in FAMILY_BOUNDS.items()]
-    bounds += [((None, category), bound) for category, bound in CATEGORY_BOUNDS.items()]
+    bounds = [*FAMILY_BOUNDS.items(), *(((None, category), bound) for category, bound in CATEGORY_BOUNDS.items())]
     for (family, category), (median, worst) in bounds:
         st = report.stats(category, family)
         if median - st["median_abs_error"] > MEDIAN_SLACK or worst - abs(st["worst_error"]) > WORST_SLACK:
@@ -467,7 +467,7 @@ DOC_FIGURES = re.compile(r"\(flopsheet validate --family ([\w.-]+), \d{4}-\d\d-\
 
 def test_family_docs_quote_the_figures_validate_prints(report):
     quotes = []
-    for path in sorted((Path(__file__).resolve().parents[1] / "templates" / "validation").glob("*.yaml")):
+    for path in sorted(validation_dir().glob("*.yaml")):
         doc = " ".join(str(yaml.safe_load(path.read_text()).get("doc", "")).split())
         quotes += [(path.name, *m.groups()) for m in DOC_FIGURES.finditer(doc)]
     assert len(quotes) >= 4, quotes
