@@ -24,7 +24,7 @@ def test_tp_overlap_hidden_while_the_gemms_are_longer(model):
 
 
 def test_tp_overlap_exposes_what_outlasts_each_window(model):
-    r = run(model, SC, tp_comm_overlap=1, gemm_flops_rate=FAST)
+    r = run(model, SC, tp_comm_overlap=1, gemm_flops_rate=FAST, gemm_k_overhead=0)  # one rate for every GEMM
     s = r.scalar
     c = s("tp_collective_time")
     assert c == pytest.approx(437.57 * US, abs=0.01 * US)             # 2 x 218.8 us (test_sequence_parallel)
@@ -46,9 +46,11 @@ def test_tp_overlap_exposes_what_outlasts_each_window(model):
     assert s("tp_overlapped_exposed_per_layer") == pytest.approx(per_layer, rel=1e-9)
     assert s("tp_comm_exposed_per_microbatch") == pytest.approx(12 * per_layer, rel=1e-9)   # 12 layers a stage
     # the overlap never exposes more than the same collectives run without it
-    none = run(model, SC, tp_comm_overlap=0, gemm_flops_rate=FAST).scalar("tp_comm_exposed_per_microbatch")
+    none = run(model, SC, tp_comm_overlap=0, gemm_flops_rate=FAST, gemm_k_overhead=0).scalar(
+        "tp_comm_exposed_per_microbatch")
     assert s("tp_comm_exposed_per_microbatch") < none
-    half = run(model, SC, tp_comm_overlap=0.5, gemm_flops_rate=FAST).scalar("tp_comm_exposed_per_microbatch")
+    half = run(model, SC, tp_comm_overlap=0.5, gemm_flops_rate=FAST, gemm_k_overhead=0).scalar(
+        "tp_comm_exposed_per_microbatch")
     assert half == pytest.approx((none + s("tp_comm_exposed_per_microbatch")) / 2, rel=1e-9)
 
 
@@ -80,10 +82,10 @@ def test_zero3_traffic_hides_behind_every_microbatch(model):
     """ZeRO-3 gathers (and, per microbatch, reduce-scatters) recur in every microbatch, so their window is the whole
     step's stage compute; GPT-3 175B on 1,024 A100 (SC21 layout, dp 8, 192 microbatches of 6 layers a stage)."""
     z3 = run(model, "gpt3-175b-sc21", zero_stage=3, dp_comm_overlap=1, dp_overlap_bound="yes").scalar
-    per_mb = 6 * (z3("layer_time_fwd") + z3("layer_time_recompute") + z3("layer_time_bwd"))   # 6 x 19.6 ms
+    per_mb = 6 * (z3("layer_time_fwd") + z3("layer_time_recompute") + z3("layer_time_bwd"))   # 6 x 19.9 ms
     assert z3("microbatches") == 192 and z3("first_stage_layer_count") == 6
     assert z3("dp_grad_overlap_window") == pytest.approx(192 * per_mb, rel=1e-12)
-    assert z3("dp_grad_overlap_window") == pytest.approx(22.556, abs=1e-3)
+    assert z3("dp_grad_overlap_window") == pytest.approx(22.969, abs=1e-3)
     assert z3("dp_param_gather_time") == 0 and z3("dp_gather_overlap_window") == 0   # one window for all of it
     # 192 x (2 gathers + 1 reduce-scatter) of the stage's weights over 8 nodes (64.6 s) outlast it: 42.1 s exposed
     assert z3("step_dp_comm_time") == pytest.approx(z3("dp_comm_time") - z3("dp_grad_overlap_window"), rel=1e-12)
