@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from flopsheet.evaluate import Model
 from flopsheet.library import load_library
 from flopsheet.validate import Validator, fit, load_points
 
@@ -13,11 +12,6 @@ K0, KREF = 640.0, 4096.0
 
 def slowdown(k):
     return (1 + K0 / k) / (1 + K0 / KREF)
-
-
-@pytest.fixture(scope="module")
-def model():
-    return Model(load_library())
 
 
 DENSE = {"hidden": 1024, "heads": 16, "kv_heads": 4, "head_dim": 64, "ffn_hidden": 4096, "gated_mlp": 1,
