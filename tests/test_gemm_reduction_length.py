@@ -64,6 +64,34 @@ def test_the_weight_gradient_pass_is_what_zero_bubble_defers(model):
         r.scalar("slowest_stage_layers") * r.scalar("layer_gemm_time_wgrad"), rel=1e-12)
 
 
+def test_overlap_windows_use_the_backward_gemms_own_times(model):
+    # the GEMMs a backward collective hides behind are the input- and weight-gradient GEMMs at their own K, not
+    # 2 x the forward: with K0 640 the thin forward shards (K 512-1024) run slower than the backward ones here
+    outs = ["tp_attention_overlap_window", "tp_attention_overlap_window_bwd", "tp_mlp_overlap_window",
+            "tp_mlp_overlap_window_bwd", "qkv_gemm_time_dgrad", "qkv_gemm_time_wgrad", "out_proj_gemm_time_dgrad",
+            "out_proj_gemm_time_wgrad", "mlp_up_gemm_time_dgrad", "mlp_up_gemm_time_wgrad",
+            "mlp_down_gemm_time_dgrad", "mlp_down_gemm_time_wgrad", "ep_attn_block_time_fwd",
+            "qkv_gemm_time_fwd", "out_proj_gemm_time_fwd", "attention_core_time_fwd"]
+    on = model.evaluate({**DENSE, "micro_batch": 8}, outputs=outs)
+    s = on.scalar
+    assert s("tp_attention_overlap_window_bwd") == pytest.approx(
+        s("qkv_gemm_time_dgrad") + s("out_proj_gemm_time_dgrad") + s("qkv_gemm_time_wgrad")
+        + s("out_proj_gemm_time_wgrad"), rel=1e-12)
+    assert s("tp_mlp_overlap_window_bwd") == pytest.approx(
+        s("mlp_up_gemm_time_dgrad") + s("mlp_down_gemm_time_dgrad") + s("mlp_up_gemm_time_wgrad")
+        + s("mlp_down_gemm_time_wgrad"), rel=1e-12)
+    assert s("tp_attention_overlap_window_bwd") < 2 * s("tp_attention_overlap_window")
+    assert s("ep_attn_block_time_fwd") == pytest.approx(
+        s("qkv_gemm_time_fwd") + s("out_proj_gemm_time_fwd") + s("attention_core_time_fwd"), rel=1e-12)
+    off = model.evaluate({**DENSE, "micro_batch": 8, "gemm_k_overhead": 0}, outputs=outs)
+    assert off.scalar("tp_attention_overlap_window_bwd") == pytest.approx(
+        2 * off.scalar("tp_attention_overlap_window"), rel=1e-12)
+    assert off.scalar("tp_mlp_overlap_window_bwd") == pytest.approx(2 * off.scalar("tp_mlp_overlap_window"), rel=1e-12)
+    lora = model.evaluate({**DENSE, "micro_batch": 8, "lora_rank": 8}, outputs=outs)  # frozen base: no wgrad GEMMs
+    assert lora.scalar("tp_attention_overlap_window_bwd") == pytest.approx(
+        lora.scalar("qkv_gemm_time_dgrad") + lora.scalar("out_proj_gemm_time_dgrad"), rel=1e-12)
+
+
 def test_moe_widths_and_expert_tokens_worked_example(model):
     # 4 layers, 1 dense (ffn 8192) + 3 MoE (1,024-wide experts, top 2, one shared), tp 2, etp 1, ep 4, 16 experts
     v = {**DENSE, "hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "layers": 4, "dense_layers": 1,
