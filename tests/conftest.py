@@ -131,6 +131,19 @@ def evaluate_outputs(model, outputs, scenario=None, **values):
     return {o: np.asarray(res[o], dtype=float) for o in outputs}
 
 
+@pytest.fixture(scope="module")
+def validator():
+    """A validator on the bundled library (modules that need their own define a fixture of this name)."""
+    from flopsheet.validate import Validator
+    return Validator(load_library())
+
+
+def family_points(family: str):
+    """The validation points of one family, in file order."""
+    from flopsheet.validate import load_points
+    return [p for p in load_points() if p.family == family]
+
+
 def point_runner(default_pid: str):
     """Evaluate validation points as `flopsheet validate` builds them, with ``name=value`` overrides:
     ``run(pid=default_pid, **sets)``."""

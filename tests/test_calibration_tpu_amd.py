@@ -11,22 +11,17 @@ import math
 import numpy as np
 import pytest
 
+from conftest import family_points
 from flopsheet.evaluate import Model
 from flopsheet.library import load_library
-from flopsheet.validate import Validator, load_points
 from flopsheet.validate_fit import collect, predict
 
 FAMILY = "maxtext-v5p"
 
 
 @pytest.fixture(scope="module")
-def validator():
-    return Validator(load_library())
-
-
-@pytest.fixture(scope="module")
 def points():
-    return [p for p in load_points() if p.family == FAMILY]
+    return family_points(FAMILY)
 
 
 def _split(points):
@@ -95,7 +90,7 @@ RCCL_FIT = {"1kib", "2kib", "4kib", "8kib", "16kib", "32kib", "64kib", "1gib", "
 
 @pytest.fixture(scope="module")
 def rccl_rows(validator):
-    rows = validator.run([p for p in load_points() if p.family == RCCL]).rows
+    rows = validator.run(family_points(RCCL)).rows
     return {r.point.id.rsplit("-", 1)[1]: r for r in rows}
 
 

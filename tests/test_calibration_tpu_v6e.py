@@ -12,10 +12,8 @@ import re
 import numpy as np
 import pytest
 
-from conftest import point_runner
-from flopsheet.library import load_library
+from conftest import family_points, point_runner
 from flopsheet.scenario import resolve
-from flopsheet.validate import Validator, load_points
 from flopsheet.validate_fit import collect, predict
 
 FAMILY = "maxtext-v6e"
@@ -24,13 +22,8 @@ run8 = point_runner(P8)
 
 
 @pytest.fixture(scope="module")
-def validator():
-    return Validator(load_library())
-
-
-@pytest.fixture(scope="module")
 def points():
-    return [p for p in load_points() if p.family == FAMILY]
+    return family_points(FAMILY)
 
 
 def _expect(point, metric):
