@@ -133,9 +133,9 @@ def evaluate_outputs(model, outputs, scenario=None, **values):
 
 @pytest.fixture(scope="module")
 def validator():
-    """A validator on the bundled library (modules that need their own define a fixture of this name)."""
+    """A validator on the bundled library, shared by the modules that run validation points."""
     from flopsheet.validate import Validator
-    return Validator(load_library())
+    return Validator()
 
 
 def family_points(family: str):

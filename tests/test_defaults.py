@@ -18,7 +18,7 @@ import statistics
 import pytest
 
 from flopsheet.scenario import resolve
-from flopsheet.validate import Validator, load_points
+from flopsheet.validate import load_points
 
 UNSAID = ("recompute", "dropout", "dp_comm_overlap", "zero_stage", "sequence_parallel")
 MODERN = {"recompute": "none", "dropout": "no", "dp_comm_overlap": "1", "zero_stage": "1", "sequence_parallel": "yes"}
@@ -41,11 +41,6 @@ def modern_points(v):
                          for name, group in OVERLAPS.items())
         if said == MODERN and overlapped:
             yield p, stated
-
-
-@pytest.fixture(scope="module")
-def validator():
-    return Validator()
 
 
 @pytest.fixture(scope="module")

@@ -11,17 +11,11 @@ from flopsheet.errors import ScenarioError
 from flopsheet.validate_crossval import cross_validate
 from flopsheet.validate_fit import fit, fit_points
 from flopsheet.validate_points import load_points
-from flopsheet.validate_run import Validator
 
 pytest.importorskip("scipy.optimize")
 
 FAMILIES = ["megatron-core-h100", "nemo-24.07", "nemo-24.07-extra"]
 SETTINGS = dict(only=[["h100"]], fixed={"fp8_gemm_efficiency_factor": 0.88}, loss="soft_l1")
-
-
-@pytest.fixture(scope="module")
-def validator():
-    return Validator()
 
 
 @pytest.fixture(scope="module")

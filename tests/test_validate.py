@@ -20,18 +20,12 @@ import pytest
 import yaml
 
 from flopsheet.errors import FlopsheetError
-from flopsheet.library import load_library
 from flopsheet.units import convert_value
-from flopsheet.validate import (CATEGORIES, Validator, load_family, load_points, markdown,
+from flopsheet.validate import (CATEGORIES, load_family, load_points, markdown,
                                 print_text, select)
 from flopsheet.validate_points import validation_dir
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published.yaml"
-
-
-@pytest.fixture(scope="module")
-def validator():
-    return Validator(load_library())
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,8 @@ import json
 
 import pytest
 
-from flopsheet.library import load_library
-from flopsheet.validate import Validator, load_family, load_points, select
+from flopsheet.validate import load_family, load_points, select
 from flopsheet.validate_report import LARGE_ERROR, breakdown_tables, optimism
-
-
-@pytest.fixture(scope="module")
-def validator():
-    return Validator(load_library())
 
 
 def _point(pid: str, measured: float, use: str = "", values: str = "params_per_gpu: 1e9") -> str:
