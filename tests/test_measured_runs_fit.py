@@ -60,6 +60,22 @@ KNOWN_OVER = {
     "train-maxtext-v6e-llama3.1-70b-v6e-256": (39.6, 32.0),
     "train-maxtext-v6e-gpt3-175b-v6e-256": (45.1, 32.0),
     "train-maxtext-v6e-llama3.1-405b-2x-v6e-256": (48.4, 32.0),
+    # MaxText on TPU v5e (maxtext-v5e, added 2026-11-29, 16 GiB chips): under full rematerialisation the library holds
+    # two gathered FSDP units in the fp32 weight dtype (7.3 GiB for these 8,192-wide layers), the working set of the
+    # recomputed layer and the fp32 logits; XLA's memory planning of the scanned, rematerialised layers is not
+    # represented. The 16B rows fit
+    "train-maxtext-v5e-32b-1x-v5e-256": (18.8, 16.0),
+    "train-maxtext-v5e-32b-2x-v5e-256": (18.8, 16.0),
+    "train-maxtext-v5e-32b-4x-v5e-256": (18.8, 16.0),
+    "train-maxtext-v5e-32b-8x-v5e-256": (18.8, 16.0),
+    "train-maxtext-v5e-32b-16x-v5e-256": (18.8, 16.0),
+    "train-maxtext-v5e-32b-32x-v5e-256": (18.8, 16.0),
+    "train-maxtext-v5e-64b-1x-v5e-256": (19.5, 16.0),
+    "train-maxtext-v5e-64b-2x-v5e-256": (19.5, 16.0),
+    "train-maxtext-v5e-64b-4x-v5e-256": (19.5, 16.0),
+    "train-maxtext-v5e-64b-8x-v5e-256": (19.5, 16.0),
+    "train-maxtext-v5e-64b-16x-v5e-256": (19.5, 16.0),
+    "train-maxtext-v5e-64b-32x-v5e-256": (19.5, 16.0),
 }
 
 
