@@ -76,6 +76,13 @@ KNOWN_OVER = {
     "train-maxtext-v5e-64b-8x-v5e-256": (19.5, 16.0),
     "train-maxtext-v5e-64b-16x-v5e-256": (19.5, 16.0),
     "train-maxtext-v5e-64b-32x-v5e-256": (19.5, 16.0),
+    # MaxText on TPU7x (maxtext-tpu7x, added 2026-11-29, 192 GiB chips): MaxText's custom remat saves the layer input,
+    # the attention context and Q/K/V, 53 KB per token and layer of Llama 3.1 70B; the library's selective recompute
+    # keeps 70 KB (Megatron's set around the recomputed modules), 182 GB over 80 layers at 4 x 8,192 tokens per chip,
+    # plus 17 GB of fp32 logits that XLA's fused loss does not hold
+    "train-maxtext-tpu7x-llama3.1-70b-8k-64chips-bf16": (220.8, 192.0),
+    "train-maxtext-tpu7x-llama3.1-70b-8k-256chips-bf16": (220.8, 192.0),
+    "train-maxtext-tpu7x-llama3.1-70b-128k-256chips-bf16": (205.4, 192.0),
 }
 
 
