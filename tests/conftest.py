@@ -144,6 +144,19 @@ def family_points(family: str):
     return [p for p in load_points() if p.family == family]
 
 
+def expected_value(point, metric: str) -> float:
+    """The measured value a validation point states for ``metric``."""
+    return next(e.value for e in point.expects if e.metric == metric)
+
+
+def fit_errors(validator, points, **overrides):
+    """predicted / measured - 1 of every counted row of ``points`` as `validate --fit` evaluates them, with
+    ``name=value`` (encoded) overrides on top."""
+    from flopsheet.validate_fit import collect, predict
+    rows = collect(validator, points)
+    return predict(validator, rows, overrides) / rows.measured - 1
+
+
 def point_runner(default_pid: str):
     """Evaluate validation points as `flopsheet validate` builds them, with ``name=value`` overrides:
     ``run(pid=default_pid, **sets)``."""

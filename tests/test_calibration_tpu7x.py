@@ -11,9 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from conftest import family_points, point_runner
+from conftest import expected_value, family_points, fit_errors, point_runner
 from flopsheet.scenario import resolve
-from flopsheet.validate_fit import collect, predict
 
 FAMILY = "maxtext-tpu7x"
 P70 = "train-maxtext-tpu7x-llama3.1-70b-8k-64chips-bf16"
@@ -24,15 +23,6 @@ run = point_runner(P70)
 @pytest.fixture(scope="module")
 def points():
     return family_points(FAMILY)
-
-
-def _expect(point, metric):
-    return next(e.value for e in point.expects if e.metric == metric)
-
-
-def _errors(validator, pts, **overrides):
-    rows = collect(validator, pts)
-    return predict(validator, rows, overrides) / rows.measured - 1
 
 
 def test_family_rows_are_supported(points):
@@ -50,7 +40,7 @@ def test_each_row_holds_global_batch_times_sequence_tokens(validator, points):
         r = validator.model.evaluate(vals, outputs=["global_batch", "seq_len", "dp", "micro_batch"])
         assert r.scalar("global_batch") == gbs and r.scalar("seq_len") == seq, p.id
         assert r.scalar("dp") * r.scalar("micro_batch") == gbs, p.id
-        assert _expect(p, "tokens_per_sec_per_gpu") * chips * step == pytest.approx(gbs * seq, rel=5e-3), p.id
+        assert expected_value(p, "tokens_per_sec_per_gpu") * chips * step == pytest.approx(gbs * seq, rel=5e-3), p.id
 
 
 def test_library_flops_per_token_are_maxtexts(validator, points):
@@ -60,7 +50,7 @@ def test_library_flops_per_token_are_maxtexts(validator, points):
         vals = resolve(validator.scenario(p), validator.model)
         r = validator.model.evaluate(vals, outputs=["model_tflops_per_gpu", "tokens_per_second_per_gpu"])
         library = r.scalar("model_tflops_per_gpu") / r.scalar("tokens_per_second_per_gpu")
-        logged = _expect(p, "model_tflops_per_gpu") * 1e12 / _expect(p, "tokens_per_sec_per_gpu")
+        logged = expected_value(p, "model_tflops_per_gpu") * 1e12 / expected_value(p, "tokens_per_sec_per_gpu")
         assert library == pytest.approx(logged, rel=2e-3), p.id
     assert 1207.05e12 / 2686.98 == pytest.approx(449.2e9, rel=1e-4)
 
@@ -71,9 +61,9 @@ def test_shipped_gemm_efficiency_is_the_70b_fit(validator, points):
     fit = [p for p in points if "70b-8k" in p.id]
 
     def cost(g):
-        return float(np.sum(np.log1p(_errors(validator, fit, gemm_efficiency=g)) ** 2))
+        return float(np.sum(np.log1p(fit_errors(validator, fit, gemm_efficiency=g)) ** 2))
     assert cost(0.839) < cost(0.839 * 0.97) and cost(0.839) < cost(0.839 * 1.03)
-    e = dict(zip([p.id for p in points], _errors(validator, points)))
+    e = dict(zip([p.id for p in points], fit_errors(validator, points)))
     assert abs(e["train-maxtext-tpu7x-llama3.1-405b-8k-256chips-bf16"]) < 0.05
     assert -0.40 < e[P128K] < -0.30
 

@@ -11,10 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from conftest import family_points
+from conftest import family_points, fit_errors
 from flopsheet.evaluate import Model
 from flopsheet.library import load_library
-from flopsheet.validate_fit import collect, predict
 
 FAMILY = "maxtext-v5p"
 
@@ -28,11 +27,6 @@ def _split(points):
     fit = [p for p in points if "-1x-" in p.id]
     held = [p for p in points if "-2x-" in p.id]
     return fit, held
-
-
-def _errors(validator, pts, **overrides):
-    rows = collect(validator, pts)
-    return predict(validator, rows, overrides) / rows.measured - 1
 
 
 def test_family_is_supported_and_split_in_halves(points):
@@ -67,7 +61,7 @@ def test_shipped_gemm_efficiency_is_the_fit_set_optimum(validator, points):
     fit, _ = _split(points)
 
     def cost(g):
-        e = _errors(validator, fit, gemm_efficiency=g)
+        e = fit_errors(validator, fit, gemm_efficiency=g)
         return float(np.sum(np.log1p(e) ** 2)), e
     c0, e0 = cost(0.815)
     assert c0 < cost(0.815 * 0.97)[0] and c0 < cost(0.815 * 1.03)[0]
@@ -77,7 +71,7 @@ def test_shipped_gemm_efficiency_is_the_fit_set_optimum(validator, points):
 def test_held_out_two_slice_rows(validator, points):
     """Stated in templates/hardware/tpu-v5p.yaml: held-out median 7.3 %, worst +17.7 % at the fitted 0.815."""
     _, held = _split(points)
-    e = _errors(validator, held, gemm_efficiency=0.815)
+    e = fit_errors(validator, held, gemm_efficiency=0.815)
     assert float(np.median(np.abs(e))) < 0.08
     assert float(np.max(np.abs(e))) < 0.19
     assert not any(math.isnan(x) for x in e)
@@ -98,7 +92,7 @@ def test_rccl_family_covers_the_published_sweep(rccl_rows):
     assert len(rccl_rows) == 24 and all(r.point.supported for r in rccl_rows.values())
 
 
-def test_rccl_fit_and_held_out_errors(rccl_rows):
+def test_rccl_fit_and_held_outfit_errors(rccl_rows):
     """Stated in templates/systems/infinity-fabric-mi300x.yaml: fit set median 0.8 %, worst -6.8 %; the 13
     held-out rows (128 KiB - 512 MiB) median 5.0 %, worst -19.4 %."""
     fit = np.array([rccl_rows[k].error for k in RCCL_FIT])

@@ -10,9 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import family_points, point_runner
+from conftest import expected_value, family_points, fit_errors, point_runner
 from flopsheet.scenario import resolve
-from flopsheet.validate_fit import collect, predict
 
 FAMILY = "maxtext-v5e"
 P64_32 = "train-maxtext-v5e-64b-32x-v5e-256"     # 64B on 32 slices of 256 chips
@@ -24,15 +23,6 @@ def points():
     return family_points(FAMILY)
 
 
-def _expect(point, metric):
-    return next(e.value for e in point.expects if e.metric == metric)
-
-
-def _errors(validator, pts, **overrides):
-    rows = collect(validator, pts)
-    return predict(validator, rows, overrides) / rows.measured - 1
-
-
 def test_family_rows_are_supported(points):
     assert len(points) == 18 and all(p.supported for p in points)
     for size in ("16b", "32b", "64b"):
@@ -42,7 +32,7 @@ def test_family_rows_are_supported(points):
 def test_readme_mfu_is_tflops_over_the_bf16_peak(points):
     """Each MFU cell is its TFLOP/s cell over 197 TFLOP/s, to the TFLOP/s column's whole-number rounding."""
     for p in points:
-        assert _expect(p, "mfu") / 100 * 197 == pytest.approx(_expect(p, "model_tflops_per_gpu"), abs=0.6), p.id
+        assert expected_value(p, "mfu") / 100 * 197 == pytest.approx(expected_value(p, "model_tflops_per_gpu"), abs=0.6), p.id
 
 
 def test_global_parameter_scale_models_have_their_hand_counts(validator, points):
@@ -67,10 +57,10 @@ def test_shipped_gemm_efficiency_is_the_one_slice_fit(validator, points):
     one = [p for p in points if "-1x-" in p.id]
 
     def cost(g):
-        e = _errors(validator, one, gemm_efficiency=g)
+        e = fit_errors(validator, one, gemm_efficiency=g)
         return float(np.sum(np.log1p(e) ** 2))
     assert cost(0.964) < cost(0.964 * 0.97) and cost(0.964) < cost(0.964 * 1.03)
-    shipped = _errors(validator, points)
+    shipped = fit_errors(validator, points)
     assert float(np.median(np.abs(shipped))) < 0.05 and float(np.max(np.abs(shipped))) < 0.28
 
 
@@ -79,10 +69,10 @@ def test_model_does_not_follow_the_measured_loss_over_more_slices(validator, poi
     the README loses 10-16 %; the 64B row on 32 slices is the family's worst, +27 %."""
     for size in ("16b", "32b", "64b"):
         e = dict(zip([p.id for p in points if f"-{size}-" in p.id],
-                     _errors(validator, [p for p in points if f"-{size}-" in p.id])))
+                     fit_errors(validator, [p for p in points if f"-{size}-" in p.id])))
         one, many = e[f"train-maxtext-v5e-{size}-1x-v5e-256"], e[f"train-maxtext-v5e-{size}-32x-v5e-256"]
-        measured_loss = 1 - next(_expect(p, "model_tflops_per_gpu") for p in points if p.id.endswith(f"{size}-32x-v5e-256")) \
-            / next(_expect(p, "model_tflops_per_gpu") for p in points if p.id.endswith(f"{size}-1x-v5e-256"))
+        measured_loss = 1 - next(expected_value(p, "model_tflops_per_gpu") for p in points if p.id.endswith(f"{size}-32x-v5e-256")) \
+            / next(expected_value(p, "model_tflops_per_gpu") for p in points if p.id.endswith(f"{size}-1x-v5e-256"))
         assert 0.09 < measured_loss < 0.17
         assert (1 + many) / (1 + one) == pytest.approx(1 / (1 - measured_loss), rel=1e-3)
 

@@ -12,9 +12,8 @@ import re
 import numpy as np
 import pytest
 
-from conftest import family_points, point_runner
+from conftest import expected_value, family_points, fit_errors, point_runner
 from flopsheet.scenario import resolve
-from flopsheet.validate_fit import collect, predict
 
 FAMILY = "maxtext-v6e"
 P8 = "train-maxtext-v6e-llama3.1-8b-v6e-8"      # Llama 3.1 8B, 3 x 8,192 tokens per chip, FSDP 8
@@ -24,10 +23,6 @@ run8 = point_runner(P8)
 @pytest.fixture(scope="module")
 def points():
     return family_points(FAMILY)
-
-
-def _expect(point, metric):
-    return next(e.value for e in point.expects if e.metric == metric)
 
 
 def _evaluate(validator, point, outputs):
@@ -48,7 +43,7 @@ def test_each_log_line_holds_batch_times_sequence_tokens_per_chip(validator, poi
     for p in points:
         seconds = float(re.search(r"seconds: ([\d.]+)", p.source).group(1))
         r = _evaluate(validator, p, ["micro_batch", "seq_len"])
-        tokens = _expect(p, "tokens_per_sec_per_gpu") * seconds
+        tokens = expected_value(p, "tokens_per_sec_per_gpu") * seconds
         assert tokens == pytest.approx(r["micro_batch"] * r["seq_len"], rel=2e-3), p.id
 
 
@@ -58,26 +53,21 @@ def test_library_flops_per_token_are_maxtexts(validator, points):
     for p in points:
         r = _evaluate(validator, p, ["model_tflops_per_gpu", "tokens_per_second_per_gpu"])
         library = r["model_tflops_per_gpu"] / r["tokens_per_second_per_gpu"]
-        logged = _expect(p, "model_tflops_per_gpu") * 1e12 / _expect(p, "tokens_per_sec_per_gpu")
+        logged = expected_value(p, "model_tflops_per_gpu") * 1e12 / expected_value(p, "tokens_per_sec_per_gpu")
         assert library == pytest.approx(logged, rel=1e-5), p.id
     r = _evaluate(validator, next(p for p in points if p.id == P8), ["model_tflops_per_gpu", "tokens_per_second_per_gpu"])
     assert r["model_tflops_per_gpu"] / r["tokens_per_second_per_gpu"] == pytest.approx(57.91e9, rel=1e-4)
-
-
-def _errors(validator, pts, **overrides):
-    rows = collect(validator, pts)
-    return predict(validator, rows, overrides) / rows.measured - 1
 
 
 def test_shipped_gemm_efficiency_is_the_fit_optimum(validator, points):
     """0.73 (the fit's 0.726, rounded) sits at the least-squares minimum of log(predicted / measured) over the 13
     rows: 3 % either way is worse; the family then reads the figures its doc quotes (median 8.8 %, worst +16.5 %)."""
     def cost(g):
-        e = _errors(validator, points, gemm_efficiency=g)
+        e = fit_errors(validator, points, gemm_efficiency=g)
         return float(np.sum(np.log1p(e) ** 2)), e
     c0, _ = cost(0.726)
     assert c0 < cost(0.726 * 0.97)[0] and c0 < cost(0.726 * 1.03)[0]
-    shipped = _errors(validator, points)
+    shipped = fit_errors(validator, points)
     assert float(np.median(np.abs(shipped))) < 0.09 and float(np.max(np.abs(shipped))) < 0.17
 
 
@@ -86,7 +76,7 @@ def test_llama31_fit_leaves_the_fsdp_heavy_rows_fast(validator, points):
     GPT-3 175B and Llama 3.1 405B then read +22..+27 % - their FSDP traffic is 33-63 % of their compute time."""
     fit = [p for p in points if "llama3.1-8b" in p.id or "llama3.1-70b" in p.id]
     held = [p for p in points if p not in fit]
-    e = _errors(validator, held, gemm_efficiency=0.804)
+    e = fit_errors(validator, held, gemm_efficiency=0.804)
     assert len(held) == 3 and all(0.20 < x < 0.28 for x in e), e
     for p in held:
         r = _evaluate(validator, p, ["dp_comm_time", "step_compute_time"])
