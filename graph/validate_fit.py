@@ -1,8 +1,9 @@
 """Fitting global calibration inputs on validation points (``flopsheet validate --fit``).
 
 Every counted row of the chosen points is evaluated in one vectorized call of the graph per set of
-input names (one array element per row), so a least-squares fit - scipy.optimize.least_squares on
-log(predicted / measured), within the inputs' bounds - takes seconds, not minutes. Nothing is
+formula nodes the rows override (one array element per row; an input a row leaves unset takes its
+default), so a least-squares fit - scipy.optimize.least_squares on log(predicted / measured), within
+the inputs' bounds - takes seconds, not minutes. Nothing is
 written back: a fitted value goes into a preset by hand, with the command as its source.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ ALL = "all"
 @dataclass
 class Rows:
     """The counted rows of some points as arrays: inputs grouped by the names they set."""
-    batches: list  # (row indices, {input name: values}) - rows setting the same names
+    batches: list  # (row indices, {input name: values}) - rows overriding the same formula nodes
     nodes: list    # the expected node of each row
     measured: np.ndarray  # in the node's units
     ids: list      # the point id of each row
@@ -77,12 +78,21 @@ def collect(validator: Validator, points: list[Point]) -> Rows:
             measured.append(value)
             ids.append(p.id)
             families.append(p.family)
+    return Rows(_batches(validator, cols), nodes, np.array(measured, dtype=float), ids, families)
+
+
+def _batches(validator: Validator, cols: list[dict]) -> list:
+    """The rows' values as few vectorized batches: an input a row leaves unset takes the value the graph gives it
+    anyway (its default), so rows differ only in the formula nodes they override, and each set of those is one
+    batch - one graph call per batch and fit step instead of one per set of names the scenarios happen to write."""
+    defaults = validator.model.defaults()
+    fill = {k for c in cols for k in c if k in validator.lib.inputs and defaults.get(k) is not None}
     groups: dict = {}
     for i, c in enumerate(cols):
-        groups.setdefault(tuple(sorted(c)), []).append(i)
-    batches = [(idx, {k: np.array([float(cols[i][k]) for i in idx]) for k in keys})
-               for keys, idx in groups.items()]
-    return Rows(batches, nodes, np.array(measured, dtype=float), ids, families)
+        groups.setdefault(tuple(sorted(set(c) - fill)), []).append(i)
+    names = sorted(fill)
+    return [(idx, {k: np.array([float(cols[i].get(k, defaults.get(k))) for i in idx]) for k in names + list(own)})
+            for own, idx in groups.items()]
 
 
 def predict(validator: Validator, rows: Rows, overrides: dict | None = None) -> np.ndarray:

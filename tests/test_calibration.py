@@ -70,6 +70,24 @@ def test_tiles_on_fit_megatron_core_h100():
     assert abs(float(sorted(abs(err))[len(err) // 2])) < 0.05  # median |err| 4.9 % at the fit
 
 
+def test_fit_rows_evaluate_as_the_report_does(validator):
+    """validate --fit evaluates every counted row in a few vectorized batches (an input a row leaves unset is filled
+    with the default the graph would take), and each row reads exactly what `flopsheet validate` reports for it, one
+    point at a time - the vectorized path against the scalar one, on every category."""
+    from flopsheet.validate import load_points
+    from flopsheet.validate_fit import collect, predict
+    points = load_points()
+    rows = collect(validator, points)
+    assert len(rows) > 900 and len(rows.batches) < 20
+    err = predict(validator, rows, {}) / rows.measured - 1
+    reported = {}
+    for r in validator.run(points).rows:
+        if r.expect.counted and r.error is not None:
+            reported.setdefault(r.point.id, []).append(r.error)
+    for pid, e in zip(rows.ids, err):
+        assert min(abs(e - x) for x in reported[pid]) < 1e-12, pid
+
+
 def test_validate_fit_reproduces_the_blackwell_fit():
     """templates/hardware/b200's command: gemm_efficiency and attention_efficiency fitted together on the 18 dense
     B200/GB200 rows (two --only filters: B200 or GB200 ids, and Llama ones) give 0.537 and 0.556 - the presets
