@@ -149,6 +149,13 @@ def expected_value(point, metric: str) -> float:
     return next(e.value for e in point.expects if e.metric == metric)
 
 
+def evaluate_point(validator, point, outputs: list[str]) -> dict[str, float]:
+    """``outputs`` of a validation point's scenario (with its first expectation's settings), as scalars."""
+    vals = resolve(validator.scenario(point, point.expects[0].values), validator.model)
+    r = validator.model.evaluate(vals, outputs=outputs)
+    return {name: r.scalar(name) for name in outputs}
+
+
 def fit_errors(validator, points, **overrides):
     """predicted / measured - 1 of every counted row of ``points`` as `validate --fit` evaluates them, with
     ``name=value`` (encoded) overrides on top."""

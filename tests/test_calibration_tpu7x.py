@@ -11,8 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import expected_value, family_points, fit_errors, point_runner
-from flopsheet.scenario import resolve
+from conftest import evaluate_point, expected_value, family_points, fit_errors, point_runner
 
 FAMILY = "maxtext-tpu7x"
 P70 = "train-maxtext-tpu7x-llama3.1-70b-8k-64chips-bf16"
@@ -36,10 +35,9 @@ def test_each_row_holds_global_batch_times_sequence_tokens(validator, points):
     for p in points:
         cells = re.search(r"row '([^']*)'", p.source).group(1).split(" | ")
         chips, gbs, seq, step = int(cells[1]), int(cells[2]), int(cells[3]), float(cells[5])
-        vals = resolve(validator.scenario(p), validator.model)
-        r = validator.model.evaluate(vals, outputs=["global_batch", "seq_len", "dp", "micro_batch"])
-        assert r.scalar("global_batch") == gbs and r.scalar("seq_len") == seq, p.id
-        assert r.scalar("dp") * r.scalar("micro_batch") == gbs, p.id
+        r = evaluate_point(validator, p, ["global_batch", "seq_len", "dp", "micro_batch"])
+        assert r["global_batch"] == gbs and r["seq_len"] == seq, p.id
+        assert r["dp"] * r["micro_batch"] == gbs, p.id
         assert expected_value(p, "tokens_per_sec_per_gpu") * chips * step == pytest.approx(gbs * seq, rel=5e-3), p.id
 
 
@@ -47,9 +45,8 @@ def test_library_flops_per_token_are_maxtexts(validator, points):
     """The README's TFLOP/s over its tokens/s is the library's model FLOPs per token with the causal half of the
     attention matrix, to the table's rounding: 449.2 GFLOP for Llama 3.1 70B at 8,192 tokens."""
     for p in points:
-        vals = resolve(validator.scenario(p), validator.model)
-        r = validator.model.evaluate(vals, outputs=["model_tflops_per_gpu", "tokens_per_second_per_gpu"])
-        library = r.scalar("model_tflops_per_gpu") / r.scalar("tokens_per_second_per_gpu")
+        r = evaluate_point(validator, p, ["model_tflops_per_gpu", "tokens_per_second_per_gpu"])
+        library = r["model_tflops_per_gpu"] / r["tokens_per_second_per_gpu"]
         logged = expected_value(p, "model_tflops_per_gpu") * 1e12 / expected_value(p, "tokens_per_sec_per_gpu")
         assert library == pytest.approx(logged, rel=2e-3), p.id
     assert 1207.05e12 / 2686.98 == pytest.approx(449.2e9, rel=1e-4)

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import family_points, fit_errors
+from conftest import evaluate_point, family_points, fit_errors
 from flopsheet.evaluate import Model
 from flopsheet.library import load_library
 
@@ -39,11 +39,9 @@ def test_family_is_supported_and_split_in_halves(points):
 def test_global_parameter_scale_gives_the_named_sizes(validator, points):
     """The dimensions derived from MaxText's get_individual_scales give the README's model sizes (32B ... 512B)
     to within 4 % (the embedding and the non-power-of-two MLP widths make up the rest)."""
-    from flopsheet.scenario import resolve
     for p in points:
         nominal = float(p.id.split("-")[3].rstrip("b")) * 1e9
-        vals = resolve(validator.scenario(p, p.expects[0].values), validator.model)
-        n = validator.model.evaluate(vals, outputs=["total_params"]).scalar("total_params")
+        n = evaluate_point(validator, p, ["total_params"])["total_params"]
         assert n == pytest.approx(nominal, rel=0.04), (p.id, n)
 
 

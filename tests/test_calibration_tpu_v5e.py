@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import expected_value, family_points, fit_errors, point_runner
-from flopsheet.scenario import resolve
+from conftest import evaluate_point, expected_value, family_points, fit_errors, point_runner
 
 FAMILY = "maxtext-v5e"
 P64_32 = "train-maxtext-v5e-64b-32x-v5e-256"     # 64B on 32 slices of 256 chips
@@ -32,7 +31,8 @@ def test_family_rows_are_supported(points):
 def test_readme_mfu_is_tflops_over_the_bf16_peak(points):
     """Each MFU cell is its TFLOP/s cell over 197 TFLOP/s, to the TFLOP/s column's whole-number rounding."""
     for p in points:
-        assert expected_value(p, "mfu") / 100 * 197 == pytest.approx(expected_value(p, "model_tflops_per_gpu"), abs=0.6), p.id
+        tflops = expected_value(p, "model_tflops_per_gpu")
+        assert expected_value(p, "mfu") / 100 * 197 == pytest.approx(tflops, abs=0.6), p.id
 
 
 def test_global_parameter_scale_models_have_their_hand_counts(validator, points):
@@ -47,8 +47,7 @@ def test_global_parameter_scale_models_have_their_hand_counts(validator, points)
     for p in points:
         if "-1x-" in p.id:
             size = p.id.split("-")[3]
-            values = resolve(validator.scenario(p), validator.model)
-            assert validator.model.evaluate(values, outputs=["total_params"]).scalar("total_params") == hand[size]
+            assert evaluate_point(validator, p, ["total_params"])["total_params"] == hand[size]
 
 
 def test_shipped_gemm_efficiency_is_the_one_slice_fit(validator, points):
@@ -70,9 +69,10 @@ def test_model_does_not_follow_the_measured_loss_over_more_slices(validator, poi
     for size in ("16b", "32b", "64b"):
         e = dict(zip([p.id for p in points if f"-{size}-" in p.id],
                      fit_errors(validator, [p for p in points if f"-{size}-" in p.id])))
-        one, many = e[f"train-maxtext-v5e-{size}-1x-v5e-256"], e[f"train-maxtext-v5e-{size}-32x-v5e-256"]
-        measured_loss = 1 - next(expected_value(p, "model_tflops_per_gpu") for p in points if p.id.endswith(f"{size}-32x-v5e-256")) \
-            / next(expected_value(p, "model_tflops_per_gpu") for p in points if p.id.endswith(f"{size}-1x-v5e-256"))
+        one_id, many_id = f"train-maxtext-v5e-{size}-1x-v5e-256", f"train-maxtext-v5e-{size}-32x-v5e-256"
+        one, many = e[one_id], e[many_id]
+        tflops = {p.id: expected_value(p, "model_tflops_per_gpu") for p in points}
+        measured_loss = 1 - tflops[many_id] / tflops[one_id]
         assert 0.09 < measured_loss < 0.17
         assert (1 + many) / (1 + one) == pytest.approx(1 / (1 - measured_loss), rel=1e-3)
 

@@ -12,8 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import expected_value, family_points, fit_errors, point_runner
-from flopsheet.scenario import resolve
+from conftest import evaluate_point, expected_value, family_points, fit_errors, point_runner
 
 FAMILY = "maxtext-v6e"
 P8 = "train-maxtext-v6e-llama3.1-8b-v6e-8"      # Llama 3.1 8B, 3 x 8,192 tokens per chip, FSDP 8
@@ -23,12 +22,6 @@ run8 = point_runner(P8)
 @pytest.fixture(scope="module")
 def points():
     return family_points(FAMILY)
-
-
-def _evaluate(validator, point, outputs):
-    vals = resolve(validator.scenario(point, point.expects[0].values), validator.model)
-    r = validator.model.evaluate(vals, outputs=outputs)
-    return {name: r.scalar(name) for name in outputs}
 
 
 def test_family_rows_are_supported(points):
@@ -42,7 +35,7 @@ def test_each_log_line_holds_batch_times_sequence_tokens_per_chip(validator, poi
     length as the point sets them - the transcription check for batch and sequence."""
     for p in points:
         seconds = float(re.search(r"seconds: ([\d.]+)", p.source).group(1))
-        r = _evaluate(validator, p, ["micro_batch", "seq_len"])
+        r = evaluate_point(validator, p, ["micro_batch", "seq_len"])
         tokens = expected_value(p, "tokens_per_sec_per_gpu") * seconds
         assert tokens == pytest.approx(r["micro_batch"] * r["seq_len"], rel=2e-3), p.id
 
@@ -51,11 +44,11 @@ def test_library_flops_per_token_are_maxtexts(validator, points):
     """MaxText's TFLOP/s/device over its Tokens/s/device is the library's model FLOPs per token (full attention matrix,
     logits included) to the logs' 3-decimal rounding: 57.91 GFLOP for 8B, 481.4 for 70B."""
     for p in points:
-        r = _evaluate(validator, p, ["model_tflops_per_gpu", "tokens_per_second_per_gpu"])
+        r = evaluate_point(validator, p, ["model_tflops_per_gpu", "tokens_per_second_per_gpu"])
         library = r["model_tflops_per_gpu"] / r["tokens_per_second_per_gpu"]
         logged = expected_value(p, "model_tflops_per_gpu") * 1e12 / expected_value(p, "tokens_per_sec_per_gpu")
         assert library == pytest.approx(logged, rel=1e-5), p.id
-    r = _evaluate(validator, next(p for p in points if p.id == P8), ["model_tflops_per_gpu", "tokens_per_second_per_gpu"])
+    r = evaluate_point(validator, next(p for p in points if p.id == P8), ["model_tflops_per_gpu", "tokens_per_second_per_gpu"])
     assert r["model_tflops_per_gpu"] / r["tokens_per_second_per_gpu"] == pytest.approx(57.91e9, rel=1e-4)
 
 
@@ -79,7 +72,7 @@ def test_llama31_fit_leaves_the_fsdp_heavy_rows_fast(validator, points):
     e = fit_errors(validator, held, gemm_efficiency=0.804)
     assert len(held) == 3 and all(0.20 < x < 0.28 for x in e), e
     for p in held:
-        r = _evaluate(validator, p, ["dp_comm_time", "step_compute_time"])
+        r = evaluate_point(validator, p, ["dp_comm_time", "step_compute_time"])
         assert 0.3 < r["dp_comm_time"] / r["step_compute_time"] < 0.7, p.id
 
 
