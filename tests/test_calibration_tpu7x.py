@@ -25,7 +25,7 @@ def points():
 
 
 def test_family_rows_are_supported(points):
-    assert len(points) == 4 and all(p.supported for p in points)
+    assert len(points) == 8 and all(p.supported for p in points)
 
 
 def test_each_row_holds_global_batch_times_sequence_tokens(validator, points):
@@ -53,16 +53,30 @@ def test_library_flops_per_token_are_maxtexts(validator, points):
 
 
 def test_shipped_gemm_efficiency_is_the_70b_fit(validator, points):
-    """0.84 (the fit's 0.839, rounded) sits at the least-squares minimum over the two 70B 8K rows; the held-out 405B
-    row then reads within 5 % and the 128K row 30-40 % slow, the figures the family doc quotes."""
-    fit = [p for p in points if "70b-8k" in p.id]
+    """0.74 (the fit's 0.735, rounded) sits at the least-squares minimum over the two BF16 70B 8K rows; held out, the
+    405B BF16 row reads within 2 %, the four fp8_full rows with no FP8 constant fitted (fp8_gemm_efficiency_factor 1)
+    +3..+8 % at 8K, and both 128K rows -13.5 %, the figures the preset and the family doc quote."""
+    fit = [p for p in points if "70b-8k" in p.id and p.id.endswith("bf16")]
+    assert len(fit) == 2
 
     def cost(g):
         return float(np.sum(np.log1p(fit_errors(validator, fit, gemm_efficiency=g)) ** 2))
-    assert cost(0.839) < cost(0.839 * 0.97) and cost(0.839) < cost(0.839 * 1.03)
+    assert cost(0.735) < cost(0.735 * 0.97) and cost(0.735) < cost(0.735 * 1.03)
     e = dict(zip([p.id for p in points], fit_errors(validator, points)))
-    assert abs(e["train-maxtext-tpu7x-llama3.1-405b-8k-256chips-bf16"]) < 0.05
-    assert -0.40 < e[P128K] < -0.30
+    assert abs(e["train-maxtext-tpu7x-llama3.1-405b-8k-256chips-bf16"]) < 0.02
+    fp8_8k = [x for pid, x in e.items() if pid.endswith("fp8") and "-8k-" in pid]
+    assert len(fp8_8k) == 3 and all(0.03 < x < 0.08 for x in fp8_8k), fp8_8k
+    for pid in (P128K, P128K.replace("bf16", "fp8")):
+        assert -0.15 < e[pid] < -0.12, pid
+
+
+def test_softmax_overlap_is_what_moves_the_128k_rows(validator, points):
+    """With the softmax added to the tile matmuls (flash_softmax_overlap 0) the gemm_efficiency fit on the same two
+    rows was 0.839 and the 128K rows read -36 % (BF16) and -39 % (FP8), the 8K rows within 4 %."""
+    e = dict(zip([p.id for p in points],
+                 fit_errors(validator, points, gemm_efficiency=0.839, flash_softmax_overlap=0)))
+    assert -0.38 < e[P128K] < -0.34 and -0.41 < e[P128K.replace("bf16", "fp8")] < -0.37
+    assert all(abs(x) < 0.045 for pid, x in e.items() if "128k" not in pid)
 
 
 # --- worked examples -----------------------------------------------------------------------------------------------
@@ -77,13 +91,18 @@ def test_a_chip_is_two_tensorcores_at_the_published_peaks():
     assert r.scalar("scaleup_domain_size") == 64
 
 
-def test_long_context_attention_is_mostly_softmax_at_the_vector_rate():
-    """Stated in the family doc: at 131,072 tokens (CP 8, 2 sequences per group: 32,768 query rows per chip, each
-    seeing 65,536 keys on average under the causal mask) the splash kernel's softmax - 5 FLOP per score at the vector
-    rate - is about two thirds of the attention forward time the library adds up."""
+def test_long_context_attention_is_set_by_the_softmax_under_the_matmuls():
+    """At 131,072 tokens (CP 8, 2 sequences per group: 32,768 query rows per chip, each seeing 65,536 keys on average
+    under the causal mask) the splash kernel's three parts run together and the slowest sets the forward time: the
+    softmax, 5 FLOP per score at the 7 TFLOP/s vector rate (14 TFLOP/s x 0.5), over the tile matmuls at 60 % of the
+    2,307 TFLOP/s peak and the K/V stream."""
     r = run(P128K)
     scores = r.scalar("attention_scores_per_layer")
-    softmax = 5 * scores / r.scalar("attention_softmax_rate")
-    assert 0.6 < softmax / r.scalar("attention_core_time_fwd") < 0.7
     # 2 x 131,072 / 8 query rows x 64 heads; the causal half plus the diagonal 2,048-row blocks computed whole
     assert scores == pytest.approx(32768 * 64 * 131072 * (0.5 + 2048 / (2 * 131072)), rel=1e-6)
+    softmax = 5 * scores / 7e12
+    matmuls = 2 * 2 * 128 * scores / (0.6 * 2307e12)
+    assert r.scalar("flash_softmax_overlap") == 1
+    assert r.scalar("attention_core_time_fwd") == pytest.approx(softmax, rel=1e-9)
+    assert softmax == pytest.approx(0.0997, rel=1e-3) and matmuls == pytest.approx(0.0516, rel=1e-3)
+    assert r.scalar("attention_core_bytes_fwd") / r.scalar("memory_rate") < matmuls

@@ -54,23 +54,23 @@ def test_readme_mfu_is_tflops_over_the_preset_peak(points):
 
 
 def test_shipped_gemm_efficiency_is_the_fit_set_optimum(validator, points):
-    """0.82 (the fit's 0.815, rounded) sits at the least-squares minimum of log(predicted / measured) over the fit
+    """0.78 (the fit's 0.785, rounded) sits at the least-squares minimum of log(predicted / measured) over the fit
     set: moving it 3 % either way makes the fit worse, and the fit set's median error is under 3 %."""
     fit, _ = _split(points)
 
     def cost(g):
         e = fit_errors(validator, fit, gemm_efficiency=g)
         return float(np.sum(np.log1p(e) ** 2)), e
-    c0, e0 = cost(0.815)
-    assert c0 < cost(0.815 * 0.97)[0] and c0 < cost(0.815 * 1.03)[0]
+    c0, e0 = cost(0.785)
+    assert c0 < cost(0.785 * 0.97)[0] and c0 < cost(0.785 * 1.03)[0]
     assert float(np.median(np.abs(e0))) < 0.03
 
 
 def test_held_out_two_slice_rows(validator, points):
-    """Stated in templates/hardware/tpu-v5p.yaml: held-out median 7.3 %, worst +17.7 % at the fitted 0.815."""
+    """Stated in templates/hardware/tpu-v5p.yaml: held-out median 8.5 %, worst +18.5 % at the fitted 0.785."""
     _, held = _split(points)
-    e = fit_errors(validator, held, gemm_efficiency=0.815)
-    assert float(np.median(np.abs(e))) < 0.08
+    e = fit_errors(validator, held, gemm_efficiency=0.785)
+    assert float(np.median(np.abs(e))) < 0.09
     assert float(np.max(np.abs(e))) < 0.19
     assert not any(math.isnan(x) for x in e)
 

@@ -51,16 +51,16 @@ def test_global_parameter_scale_models_have_their_hand_counts(validator, points)
 
 
 def test_shipped_gemm_efficiency_is_the_one_slice_fit(validator, points):
-    """0.96 (the fit's 0.964, rounded) sits at the least-squares minimum of log(predicted / measured) over the three
+    """0.91 (the fit's 0.910) sits at the least-squares minimum of log(predicted / measured) over the three
     one-slice rows: 3 % either way is worse; the family then reads the figures its doc quotes."""
     one = [p for p in points if "-1x-" in p.id]
 
     def cost(g):
         e = fit_errors(validator, one, gemm_efficiency=g)
         return float(np.sum(np.log1p(e) ** 2))
-    assert cost(0.964) < cost(0.964 * 0.97) and cost(0.964) < cost(0.964 * 1.03)
+    assert cost(0.910) < cost(0.910 * 0.97) and cost(0.910) < cost(0.910 * 1.03)
     shipped = fit_errors(validator, points)
-    assert float(np.median(np.abs(shipped))) < 0.05 and float(np.max(np.abs(shipped))) < 0.28
+    assert float(np.median(np.abs(shipped))) < 0.055 and float(np.max(np.abs(shipped))) < 0.27
 
 
 def test_model_does_not_follow_the_measured_loss_over_more_slices(validator, points):

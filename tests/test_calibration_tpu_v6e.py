@@ -53,24 +53,29 @@ def test_library_flops_per_token_are_maxtexts(validator, points):
 
 
 def test_shipped_gemm_efficiency_is_the_fit_optimum(validator, points):
-    """0.73 (the fit's 0.726, rounded) sits at the least-squares minimum of log(predicted / measured) over the 13
-    rows: 3 % either way is worse; the family then reads the figures its doc quotes (median 8.8 %, worst +16.5 %)."""
+    """0.62 (the fit's 0.620) sits at the least-squares minimum of log(predicted / measured) over the 13 rows: 3 %
+    either way is worse; the family then reads the figures its doc quotes (median 2.9 %, worst +8.8 %)."""
     def cost(g):
         e = fit_errors(validator, points, gemm_efficiency=g)
         return float(np.sum(np.log1p(e) ** 2)), e
-    c0, _ = cost(0.726)
-    assert c0 < cost(0.726 * 0.97)[0] and c0 < cost(0.726 * 1.03)[0]
+    c0, _ = cost(0.620)
+    assert c0 < cost(0.620 * 0.97)[0] and c0 < cost(0.620 * 1.03)[0]
     shipped = fit_errors(validator, points)
-    assert float(np.median(np.abs(shipped))) < 0.09 and float(np.max(np.abs(shipped))) < 0.17
+    assert float(np.median(np.abs(shipped))) < 0.03 and float(np.max(np.abs(shipped))) < 0.09
 
 
-def test_llama31_fit_leaves_the_fsdp_heavy_rows_fast(validator, points):
-    """Stated in the preset: fitted on the 10 Llama 3.1 rows alone gemm_efficiency is about 0.80 and Llama 2 70B,
-    GPT-3 175B and Llama 3.1 405B then read +22..+27 % - their FSDP traffic is 33-63 % of their compute time."""
+def test_softmax_overlap_closes_the_gap_once_put_down_to_fsdp(validator, points):
+    """Stated in the preset: fitted on the 10 Llama 3.1 rows alone gemm_efficiency is 0.638 and Llama 2 70B, GPT-3
+    175B and Llama 3.1 405B then read +7..+12 %; with the splash softmax added to the tile matmuls (the library's
+    FlashAttention-2 default) the same fit was 0.804 and left them at +22..+27 %. Their FSDP traffic is 33-63 % of
+    their compute time, but hidden in both cases: what the softmax overlap removes is the attention time, a larger
+    share of the 4K/8K-token Llama 3.1 rows than of the wide 70B-175B models."""
     fit = [p for p in points if "llama3.1-8b" in p.id or "llama3.1-70b" in p.id]
     held = [p for p in points if p not in fit]
-    e = fit_errors(validator, held, gemm_efficiency=0.804)
-    assert len(held) == 3 and all(0.20 < x < 0.28 for x in e), e
+    e = fit_errors(validator, held, gemm_efficiency=0.638)
+    assert len(held) == 3 and all(0.06 < x < 0.13 for x in e), e
+    before = fit_errors(validator, held, gemm_efficiency=0.804, flash_softmax_overlap=0)
+    assert all(0.20 < x < 0.28 for x in before), before
     for p in held:
         r = evaluate_point(validator, p, ["dp_comm_time", "step_compute_time"])
         assert 0.3 < r["dp_comm_time"] / r["step_compute_time"] < 0.7, p.id

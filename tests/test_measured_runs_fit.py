@@ -83,6 +83,10 @@ KNOWN_OVER = {
     "train-maxtext-tpu7x-llama3.1-70b-8k-64chips-bf16": (220.8, 192.0),
     "train-maxtext-tpu7x-llama3.1-70b-8k-256chips-bf16": (220.8, 192.0),
     "train-maxtext-tpu7x-llama3.1-70b-128k-256chips-bf16": (205.4, 192.0),
+    # the fp8_full rows: the same save lists as their BF16 recipes, so the same excess
+    "train-maxtext-tpu7x-llama3.1-70b-8k-64chips-fp8": (220.8, 192.0),
+    "train-maxtext-tpu7x-llama3.1-70b-8k-256chips-fp8": (205.4, 192.0),
+    "train-maxtext-tpu7x-llama3.1-70b-128k-256chips-fp8": (205.4, 192.0),
 }
 
 
