@@ -25,7 +25,7 @@ def points():
 
 
 def test_family_rows_are_supported(points):
-    assert len(points) == 8 and all(p.supported for p in points)
+    assert len(points) == 16 and all(p.supported for p in points)
 
 
 def test_each_row_holds_global_batch_times_sequence_tokens(validator, points):
@@ -76,7 +76,7 @@ def test_softmax_overlap_is_what_moves_the_128k_rows(validator, points):
     e = dict(zip([p.id for p in points],
                  fit_errors(validator, points, gemm_efficiency=0.839, flash_softmax_overlap=0)))
     assert -0.38 < e[P128K] < -0.34 and -0.41 < e[P128K.replace("bf16", "fp8")] < -0.37
-    assert all(abs(x) < 0.045 for pid, x in e.items() if "128k" not in pid)
+    assert all(abs(x) < 0.045 for pid, x in e.items() if "llama" in pid and "128k" not in pid)
 
 
 # --- worked examples -----------------------------------------------------------------------------------------------
@@ -106,3 +106,29 @@ def test_long_context_attention_is_set_by_the_softmax_under_the_matmuls():
     assert r.scalar("attention_core_time_fwd") == pytest.approx(softmax, rel=1e-9)
     assert softmax == pytest.approx(0.0997, rel=1e-3) and matmuls == pytest.approx(0.0516, rel=1e-3)
     assert r.scalar("attention_core_bytes_fwd") / r.scalar("memory_rate") < matmuls
+
+
+def test_moe_rows_read_as_the_family_doc_says(validator, points):
+    """The eight MoE rows, held out from every fit: DeepSeek-V3 +11..+16 % (its hidden FSDP gathers are 57 % of its
+    compute time), Qwen3-235B-A22B -8 % (BF16) and -2 % (FP8), gpt-oss-120b +39..+42 % as on every other stack."""
+    e = dict(zip([p.id for p in points], fit_errors(validator, points)))
+    ds = [x for pid, x in e.items() if "deepseek" in pid]
+    qw = [x for pid, x in e.items() if "qwen3" in pid]
+    go = [x for pid, x in e.items() if "gpt-oss" in pid]
+    assert len(ds) == 4 and all(0.11 < x < 0.16 for x in ds), ds
+    assert len(qw) == 2 and -0.09 < min(qw) < -0.07 and -0.03 < max(qw) < 0
+    assert len(go) == 2 and all(0.38 < x < 0.42 for x in go), go
+
+
+def test_fsdp_experts_run_every_expert_on_the_chips_own_tokens():
+    """ep 1 (the recipes shard experts with FSDP, no expert parallelism): each chip runs all 128 Qwen3 experts on its
+    own 32 x 4,096 tokens, top-8 and uniformly at random (use_random_routing), so every expert GEMM holds
+    131,072 x 8 / 128 = 8,192 rows; DeepSeek-V3 (16 x 4,096 tokens, top-8 of 256) 2,048."""
+    qwen = run("train-maxtext-tpu7x-qwen3-235b-a22b-4k-256chips-bf16")
+    assert qwen.scalar("moe_local_experts") == 128 and qwen.scalar("moe_load_imbalance") == 1
+    assert qwen.scalar("expert_gemm_rows") == 32 * 4096 * 8 / 128 == 8192
+    ds = run("train-maxtext-tpu7x-deepseek-v3-4k-256chips-bf16")
+    assert ds.scalar("moe_local_experts") == 256 and ds.scalar("expert_gemm_rows") == 16 * 4096 * 8 / 256 == 2048
+    # the hidden FSDP traffic the family doc quotes: 57 % of DeepSeek-V3's compute time, 17 % of Qwen3's
+    assert 0.55 < ds.scalar("dp_comm_time") / ds.scalar("step_compute_time") < 0.59
+    assert 0.16 < qwen.scalar("dp_comm_time") / qwen.scalar("step_compute_time") < 0.18

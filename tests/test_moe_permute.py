@@ -106,14 +106,16 @@ def test_default_is_the_megatron_bridge_fit_and_helps_the_held_out_moe_rows():
     def errors(overrides):
         rows = validator.run(held_out, overrides=overrides).rows
         errs = sorted(abs(r.error) for r in rows if r.expect.counted and r.error is not None)
-        assert len(errs) == 83
-        return errs[41], sum(e > 0.2 for e in errs)
+        assert len(errs) == 91
+        return errs[45], sum(e > 0.2 for e in errs)
 
     shipped, previous = errors({}), errors({"moe_permute_hbm_fraction": 0.13})
-    assert shipped[0] == pytest.approx(0.076, abs=0.003) and previous[0] == pytest.approx(0.089, abs=0.003)
+    assert shipped[0] == pytest.approx(0.080, abs=0.003) and previous[0] == pytest.approx(0.089, abs=0.003)
+    # 91 rows with the 8 MoE rows of MaxText on TPU7x (2026-11-29; 83 before: 7.6 against 8.9 %, 13 against 10 worse
+    # than 20 % - its two gpt-oss rows, +39 / +41 % either way, add two to both counts)
     # 83 rows with the Mixtral 8x7B rows of NeMo's 25.02 B200 and 25.04 GB200 tables (2026-11-29, +12.1 / +2.9 %)
     # rows worse than 20 %: 12 and 10 on 80 rows before Kimi K2 (+21.7 %, 2026-11-29), 11 and 11 before the SM contention
-    assert (shipped[1], previous[1]) == (13, 10)
+    assert (shipped[1], previous[1]) == (15, 12)
 
 
 def test_dense_models_do_not_move(point):
